@@ -1,0 +1,73 @@
+// Shared by the files that implement include/samba.h: handle conversions and
+// the boundary that turns C++ exceptions into status codes.
+#pragma once
+
+#include <new>
+
+#include "engine/core/error.h"
+#include "engine/core/tensor.h"
+#include "engine/ops/registry.h"
+#include "engine/runtime/session.h"
+#include "samba.h"
+
+struct samba_session {
+  explicit samba_session(const samba::SessionOptions& o) : impl(o) {}
+  samba::Session impl;
+};
+struct samba_session_options {
+  samba::SessionOptions impl;
+};
+struct samba_attrs {
+  samba::Attrs impl;
+};
+
+namespace samba::capi {
+
+// A samba_tensor* is the TensorImpl itself, so C references and C++ Refs
+// count the same thing.
+inline TensorImpl* impl(samba_tensor* t) { return reinterpret_cast<TensorImpl*>(t); }
+inline const TensorImpl* impl(const samba_tensor* t) { return reinterpret_cast<const TensorImpl*>(t); }
+inline Tensor tensor(const samba_tensor* t) { return Tensor(Ref<TensorImpl>(const_cast<TensorImpl*>(impl(t)))); }
+// Hands an owned reference to the caller.
+inline samba_tensor* to_handle(Tensor t) {
+  return reinterpret_cast<samba_tensor*>(Ref<TensorImpl>(t.ref()).release_to_caller());
+}
+inline samba_tensor* borrowed_handle(const Tensor& t) { return reinterpret_cast<samba_tensor*>(t.impl()); }
+
+samba_status set_error(const char* fn, samba_status code, const char* message);
+
+template <typename T>
+void require(const T* p, const char* what) {
+  if (!p) fail(Status::NullPointer, "argument '{}' is NULL", what);
+}
+
+// Clears an out-parameter first, so it stays NULL on failure.
+template <typename T>
+T** out_param(T** p, const char* what) {
+  require(p, what);
+  *p = nullptr;
+  return p;
+}
+
+DType checked_dtype(samba_dtype d, const char* what);
+Dims checked_dims(const int64_t* shape, size_t ndim, const char* what);
+
+template <typename F>
+samba_status guarded(const char* fn, F&& body) noexcept {
+  try {
+    body();
+    return SAMBA_OK;
+  } catch (const Error& e) {
+    return set_error(fn, static_cast<samba_status>(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return set_error(fn, SAMBA_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return set_error(fn, SAMBA_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return set_error(fn, SAMBA_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+}  // namespace samba::capi
+
+#define SAMBA_GUARDED(...) ::samba::capi::guarded(__func__, [&] { __VA_ARGS__ })

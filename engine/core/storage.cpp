@@ -1,0 +1,55 @@
+#include "engine/core/storage.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engine/core/error.h"
+
+namespace samba {
+namespace {
+
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    size_t rounded = (nbytes + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
+    if (rounded < nbytes) fail(Status::OutOfMemory, "cannot allocate {} bytes: size overflows", nbytes);
+    void* p = std::aligned_alloc(Storage::kAlignment, rounded == 0 ? Storage::kAlignment : rounded);
+    if (!p) fail(Status::OutOfMemory, "out of host memory allocating {} bytes", nbytes);
+    return p;
+  }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  MemoryKind kind() const override { return MemoryKind::Host; }
+};
+
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator a;
+  return a;
+}
+
+Ref<Storage> Storage::allocate(size_t nbytes, bool zero, Allocator& alloc) {
+  void* p = alloc.allocate(nbytes);
+  if (zero && nbytes) std::memset(p, 0, nbytes);
+  Ref<Storage> s(new Storage(p, nbytes, alloc.kind()));
+  s->allocator_ = &alloc;
+  return s;
+}
+
+Ref<Storage> Storage::borrow(void* data, size_t nbytes) {
+  return Ref<Storage>(new Storage(data, nbytes, MemoryKind::Borrowed));
+}
+
+Ref<Storage> Storage::adopt(void* data, size_t nbytes, std::function<void()> deleter) {
+  Ref<Storage> s(new Storage(data, nbytes, MemoryKind::Adopted));
+  s->deleter_ = std::move(deleter);
+  return s;
+}
+
+Storage::~Storage() {
+  if (allocator_) allocator_->deallocate(data_, nbytes_);
+  if (deleter_) deleter_();
+}
+
+}  // namespace samba

@@ -1,0 +1,395 @@
+#include "engine/ops/registry.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "engine/ops/autograd.h"
+
+namespace samba {
+
+namespace ops {
+void register_all_families(OpRegistry& r);  // generated from engine/ops/*.cpp
+}
+
+// ---- attributes -------------------------------------------------------------
+
+std::string_view attr_type_name(AttrType t) {
+  switch (t) {
+    case AttrType::Int: return "int";
+    case AttrType::Float: return "float";
+    case AttrType::Bool: return "bool";
+    case AttrType::String: return "string";
+    case AttrType::Ints: return "ints";
+    case AttrType::Floats: return "floats";
+    case AttrType::DType: return "dtype";
+  }
+  return "?";
+}
+
+std::string attr_value_str(const AttrValue& v) {
+  struct V {
+    std::string operator()(std::monostate) const { return "none"; }
+    std::string operator()(int64_t x) const { return fmt::format("{}", x); }
+    std::string operator()(double x) const { return fmt::format("{}", x); }
+    std::string operator()(bool x) const { return x ? "true" : "false"; }
+    std::string operator()(const std::string& x) const { return fmt::format("'{}'", x); }
+    std::string operator()(const std::vector<int64_t>& x) const { return fmt::format("[{}]", fmt::join(x, ", ")); }
+    std::string operator()(const std::vector<double>& x) const { return fmt::format("[{}]", fmt::join(x, ", ")); }
+    std::string operator()(DType x) const { return std::string(dtype_name(x)); }
+  };
+  return std::visit(V{}, v);
+}
+
+static std::string_view value_kind(const AttrValue& v) {
+  static constexpr std::string_view kNames[] = {"none", "int", "float", "bool", "string", "ints", "floats", "dtype"};
+  return kNames[v.index()];
+}
+
+Attrs& Attrs::set(std::string name, AttrValue v) {
+  for (auto& [n, val] : items_)
+    if (n == name) {
+      val = std::move(v);
+      return *this;
+    }
+  items_.emplace_back(std::move(name), std::move(v));
+  return *this;
+}
+
+const AttrValue* Attrs::find(std::string_view name) const {
+  for (const auto& [n, v] : items_)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+bool Attrs::has(std::string_view name) const {
+  const AttrValue* v = find(name);
+  return v && !std::holds_alternative<std::monostate>(*v);
+}
+
+const AttrValue& Attrs::get(std::string_view name) const {
+  const AttrValue* v = find(name);
+  if (!v || std::holds_alternative<std::monostate>(*v))
+    fail(Status::NotFound, "attribute '{}' has no value", name);
+  return *v;
+}
+
+template <typename T>
+static const T& typed(const AttrValue& v, std::string_view name, std::string_view want) {
+  if (auto* p = std::get_if<T>(&v)) return *p;
+  fail(Status::InvalidArgument, "attribute '{}' holds {}, not {}", name, value_kind(v), want);
+}
+
+int64_t Attrs::i(std::string_view n) const { return typed<int64_t>(get(n), n, "int"); }
+double Attrs::f(std::string_view n) const { return typed<double>(get(n), n, "float"); }
+bool Attrs::b(std::string_view n) const { return typed<bool>(get(n), n, "bool"); }
+const std::string& Attrs::s(std::string_view n) const { return typed<std::string>(get(n), n, "string"); }
+const std::vector<int64_t>& Attrs::ints(std::string_view n) const {
+  return typed<std::vector<int64_t>>(get(n), n, "ints");
+}
+const std::vector<double>& Attrs::floats(std::string_view n) const {
+  return typed<std::vector<double>>(get(n), n, "floats");
+}
+DType Attrs::dtype(std::string_view n) const { return typed<DType>(get(n), n, "dtype"); }
+
+// ---- schema -----------------------------------------------------------------
+
+std::string_view fusion_name(Fusion f) {
+  switch (f) {
+    case Fusion::Elementwise: return "elementwise";
+    case Fusion::Reduction: return "reduction";
+    case Fusion::Contraction: return "contraction";
+    case Fusion::View: return "view";
+    case Fusion::Creation: return "creation";
+    case Fusion::Opaque: return "opaque";
+  }
+  return "?";
+}
+
+const AttrSpec* OpDef::find_attr(std::string_view n) const {
+  for (const auto& a : attrs)
+    if (a.name == n) return &a;
+  return nullptr;
+}
+
+// Converts a user value to the schema's type where the meaning is unambiguous.
+static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& v) {
+  auto bad = [&]() -> AttrValue {
+    fail(Status::InvalidArgument, "op '{}': attribute '{}' expects {}, got {} {}", op.name, spec.name,
+         attr_type_name(spec.type), value_kind(v), attr_value_str(v));
+  };
+  if (std::holds_alternative<std::monostate>(v)) {
+    if (spec.optional) return v;
+    return bad();
+  }
+  switch (spec.type) {
+    case AttrType::Int:
+      if (std::holds_alternative<int64_t>(v)) return v;
+      if (auto* b = std::get_if<bool>(&v)) return int64_t{*b};
+      return bad();
+    case AttrType::Float:
+      if (std::holds_alternative<double>(v)) return v;
+      if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+      return bad();
+    case AttrType::Bool:
+      if (std::holds_alternative<bool>(v)) return v;
+      if (auto* i = std::get_if<int64_t>(&v); i && (*i == 0 || *i == 1)) return *i == 1;
+      return bad();
+    case AttrType::String:
+      if (std::holds_alternative<std::string>(v)) return v;
+      return bad();
+    case AttrType::Ints:
+      if (std::holds_alternative<std::vector<int64_t>>(v)) return v;
+      if (auto* i = std::get_if<int64_t>(&v)) return std::vector<int64_t>{*i};
+      return bad();
+    case AttrType::Floats:
+      if (std::holds_alternative<std::vector<double>>(v)) return v;
+      if (auto* d = std::get_if<double>(&v)) return std::vector<double>{*d};
+      if (auto* i = std::get_if<int64_t>(&v)) return std::vector<double>{static_cast<double>(*i)};
+      if (auto* is = std::get_if<std::vector<int64_t>>(&v)) return std::vector<double>(is->begin(), is->end());
+      return bad();
+    case AttrType::DType:
+      if (std::holds_alternative<DType>(v)) return v;
+      if (auto* s = std::get_if<std::string>(&v)) {
+        if (auto d = dtype_from_name(*s)) return *d;
+        fail(Status::InvalidArgument, "op '{}': attribute '{}': unknown dtype name '{}'", op.name, spec.name, *s);
+      }
+      if (auto* i = std::get_if<int64_t>(&v)) {
+        if (is_valid_dtype(static_cast<int32_t>(*i))) return static_cast<DType>(*i);
+        fail(Status::InvalidArgument, "op '{}': attribute '{}': {} is not a dtype code (0..{})", op.name,
+             spec.name, *i, kNumDTypes - 1);
+      }
+      return bad();
+  }
+  return bad();
+}
+
+Attrs OpDef::resolve(const Attrs& given) const {
+  for (const auto& [n, v] : given.items()) {
+    if (!find_attr(n)) {
+      std::vector<std::string> names;
+      for (const auto& a : attrs) names.push_back(a.name);
+      fail(Status::NotFound, "op '{}' has no attribute '{}'; its attributes are: {}", name, n,
+           names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", ")));
+    }
+  }
+  Attrs out;
+  for (const auto& spec : attrs) {
+    const AttrValue* v = given.find(spec.name);
+    if (v && !std::holds_alternative<std::monostate>(*v)) {
+      out.set(spec.name, coerce(*this, spec, *v));
+    } else if (!std::holds_alternative<std::monostate>(spec.default_value) || spec.optional) {
+      out.set(spec.name, spec.default_value);
+    } else {
+      fail(Status::InvalidArgument, "op '{}' requires attribute '{}' ({}){}", name, spec.name,
+           attr_type_name(spec.type), spec.doc.empty() ? "" : ": " + spec.doc);
+    }
+  }
+  return out;
+}
+
+void OpDef::check_inputs(std::span<const Tensor> in) const {
+  size_t fixed = inputs.size();
+  bool variadic = !inputs.empty() && inputs.back().variadic;
+  if (variadic) --fixed;
+  size_t required = 0;
+  for (size_t i = 0; i < fixed; ++i)
+    if (!inputs[i].optional) required = i + 1;
+  SAMBA_CHECK(in.size() >= required && (variadic || in.size() <= fixed), Status::InvalidArgument,
+              "op '{}' takes {}{} input{}, got {}: {}", name, variadic ? "at least " : "",
+              variadic ? fixed : (required == fixed ? fixed : required), fixed == 1 ? "" : "s",
+              in.size(), signature());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const InputSpec& spec = i < fixed ? inputs[i] : inputs.back();
+    SAMBA_CHECK(in[i].defined() || spec.optional, Status::NullPointer,
+                "op '{}': input '{}' (#{}) is missing", name, spec.name, i);
+  }
+}
+
+std::string OpDef::signature() const {
+  std::vector<std::string> parts;
+  for (const auto& i : inputs)
+    parts.push_back(i.variadic ? "*" + i.name : (i.optional ? i.name + "?" : i.name));
+  std::vector<std::string> as;
+  for (const auto& a : attrs) {
+    std::string s = fmt::format("{}: {}", a.name, attr_type_name(a.type));
+    if (!std::holds_alternative<std::monostate>(a.default_value))
+      s += " = " + attr_value_str(a.default_value);
+    else if (a.optional)
+      s += " = none";
+    as.push_back(std::move(s));
+  }
+  std::string sig = fmt::format("{}({}", name, fmt::join(parts, ", "));
+  if (!as.empty()) sig += fmt::format("{}*, {}", parts.empty() ? "" : ", ", fmt::join(as, ", "));
+  return sig + ")";
+}
+
+// ---- builder -------------------------------------------------------------------
+
+OpBuilder& OpBuilder::doc(std::string s) { d_.doc = std::move(s); return *this; }
+OpBuilder& OpBuilder::input(std::string n, std::string doc) {
+  d_.inputs.push_back({std::move(n), std::move(doc)});
+  return *this;
+}
+OpBuilder& OpBuilder::optional_input(std::string n, std::string doc) {
+  d_.inputs.push_back({std::move(n), std::move(doc), true});
+  return *this;
+}
+OpBuilder& OpBuilder::variadic_input(std::string n, std::string doc) {
+  d_.inputs.push_back({std::move(n), std::move(doc), false, true});
+  return *this;
+}
+OpBuilder& OpBuilder::mutated_input(std::string n, std::string doc) {
+  d_.inputs.push_back({std::move(n), std::move(doc), true, false, true});
+  return *this;
+}
+OpBuilder& OpBuilder::output(std::string n, std::string doc) {
+  d_.outputs.push_back({std::move(n), std::move(doc)});
+  return *this;
+}
+OpBuilder& OpBuilder::variadic_output(std::string n, std::string doc) {
+  d_.outputs.push_back({std::move(n), std::move(doc), true});
+  return *this;
+}
+OpBuilder& OpBuilder::attr(std::string n, AttrType t, AttrValue def, std::string doc) {
+  d_.attrs.push_back({std::move(n), t, std::move(def), false, std::move(doc)});
+  return *this;
+}
+OpBuilder& OpBuilder::required_attr(std::string n, AttrType t, std::string doc) {
+  d_.attrs.push_back({std::move(n), t, std::monostate{}, false, std::move(doc)});
+  return *this;
+}
+OpBuilder& OpBuilder::optional_attr(std::string n, AttrType t, std::string doc) {
+  d_.attrs.push_back({std::move(n), t, std::monostate{}, true, std::move(doc)});
+  return *this;
+}
+OpBuilder& OpBuilder::fusion(Fusion f) { d_.fusion = f; return *this; }
+OpBuilder& OpBuilder::strided_inputs() { d_.strided_inputs = true; return *this; }
+OpBuilder& OpBuilder::seeded() { d_.nondeterministic_seeded = true; return *this; }
+OpBuilder& OpBuilder::infer(InferFn f) { d_.infer = std::move(f); return *this; }
+OpBuilder& OpBuilder::kernel(KernelFn f) { d_.kernel = std::move(f); return *this; }
+OpBuilder& OpBuilder::view(ViewFn f) { d_.view = std::move(f); return *this; }
+OpBuilder& OpBuilder::grad(GradFn f) { d_.grad = std::move(f); return *this; }
+
+// ---- registry ------------------------------------------------------------------
+
+const OpRegistry& OpRegistry::global() {
+  static const OpRegistry* r = [] {
+    auto* reg = new OpRegistry();
+    ops::register_all_families(*reg);
+    reg->finalize();
+    return reg;
+  }();
+  return *r;
+}
+
+OpBuilder OpRegistry::def(std::string name) {
+  SAMBA_CHECK(!find(name), Status::Internal, "op '{}' is defined twice", name);
+  defs_.push_back(std::make_unique<OpDef>());
+  defs_.back()->name = std::move(name);
+  by_name_[defs_.back()->name] = defs_.back().get();
+  return OpBuilder(*defs_.back());
+}
+
+const OpDef* OpRegistry::find(std::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+static size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const OpDef& OpRegistry::get(std::string_view name) const {
+  if (const OpDef* d = find(name)) return *d;
+  const OpDef* best = nullptr;
+  size_t best_d = 3;
+  for (const OpDef* d : ordered_) {
+    size_t e = edit_distance(name, d->name);
+    if (e < best_d) best_d = e, best = d;
+  }
+  fail(Status::NotFound, "unknown op '{}'{}", name,
+       best ? fmt::format("; did you mean '{}'?", best->name) : std::string());
+}
+
+void OpRegistry::finalize() {
+  ordered_.clear();
+  for (const auto& d : defs_) {
+    if (d->outputs.empty()) d->outputs.push_back({"out", ""});  // one output unless declared
+    SAMBA_CHECK(d->infer && (d->kernel || d->view), Status::Internal,
+                "op '{}' is incomplete (needs infer and a kernel or a view)", d->name);
+    ordered_.push_back(d.get());
+  }
+  std::sort(ordered_.begin(), ordered_.end(), [](auto* a, auto* b) { return a->name < b->name; });
+}
+
+// ---- calling -------------------------------------------------------------------
+
+OpInterceptor*& current_interceptor() {
+  thread_local OpInterceptor* t = nullptr;
+  return t;
+}
+
+std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& given) {
+  op.check_inputs(inputs);
+  Attrs attrs = op.resolve(given);
+  std::vector<TensorMeta> metas = op.infer(InferContext{op, inputs, attrs});
+  for (const auto& m : metas) check_shape(m.shape);
+  if (OpInterceptor* ic = current_interceptor()) return ic->record(op, inputs, attrs, std::move(metas));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    const std::string& in_name = op.inputs[std::min(i, op.inputs.size() - 1)].name;
+    SAMBA_CHECK(!inputs[i].is_symbolic(), Status::InvalidState,
+                "op '{}': input '{}' is a symbolic tensor of shape {}; symbolic tensors have no "
+                "values and can only be used while tracing a model",
+                op.name, in_name, dims_str(inputs[i].shape()));
+    SAMBA_CHECK(inputs[i].has_data(), Status::InvalidState,
+                "op '{}': input '{}' ('{}') has no data (it was cleared or never materialized)",
+                op.name, in_name, inputs[i].name());
+  }
+  std::vector<Tensor> outs;
+  if (op.view) {
+    outs = op.view(inputs, attrs);
+  } else {
+    outs.reserve(metas.size());
+    for (const auto& m : metas) outs.push_back(Tensor::empty(m.shape, m.dtype));
+    std::vector<Tensor> contiguous_in;
+    std::span<const Tensor> kin = inputs;
+    if (!op.strided_inputs) {
+      bool all = true;
+      for (const auto& t : inputs) all &= !t.defined() || t.is_contiguous();
+      if (!all) {
+        contiguous_in.reserve(inputs.size());
+        for (const auto& t : inputs) contiguous_in.push_back(t.defined() ? t.contiguous() : t);
+        kin = contiguous_in;
+      }
+    }
+    KernelContext kc{op, kin, outs, attrs};
+    op.kernel(kc);
+  }
+  if (op.grad && autograd::grad_enabled()) autograd::record(op, inputs, attrs, outs);
+  return outs;
+}
+
+std::vector<Tensor> call(std::string_view op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  return call(OpRegistry::global().get(op), inputs, attrs);
+}
+
+std::vector<Tensor> call(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+  return call(OpRegistry::global().get(op), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+Tensor call1(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs) {
+  auto outs = call(op, inputs, attrs);
+  SAMBA_CHECK(outs.size() == 1, Status::Internal, "op '{}' returned {} outputs; expected one", op, outs.size());
+  return std::move(outs[0]);
+}
+
+}  // namespace samba

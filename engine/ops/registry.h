@@ -1,0 +1,209 @@
+// The op registry: every op is defined once, in one file of engine/ops/, with
+// its schema, shape/dtype inference, kernel, gradient rule and fusion class.
+// Eager execution, tracing, the compiler, the runtime and the C ABI's generic
+// samba_op_call all read it.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "engine/core/tensor.h"
+
+namespace samba {
+
+// ---- attributes -------------------------------------------------------------
+
+enum class AttrType { Int, Float, Bool, String, Ints, Floats, DType };
+std::string_view attr_type_name(AttrType t);
+
+using AttrValue =
+    std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>,
+                 std::vector<double>, DType>;
+
+std::string attr_value_str(const AttrValue& v);
+
+// Named attribute values. Resolved attributes (what kernels see) always hold
+// every attribute of the schema with the schema's type; optional ones without
+// a default are std::monostate.
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init) : items_(init) {}
+
+  Attrs& set(std::string name, AttrValue v);
+  const AttrValue* find(std::string_view name) const;
+  bool has(std::string_view name) const;  // present and not monostate
+
+  int64_t i(std::string_view name) const;
+  double f(std::string_view name) const;
+  bool b(std::string_view name) const;
+  const std::string& s(std::string_view name) const;
+  const std::vector<int64_t>& ints(std::string_view name) const;
+  const std::vector<double>& floats(std::string_view name) const;
+  DType dtype(std::string_view name) const;
+
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  bool operator==(const Attrs& o) const { return items_ == o.items_; }
+
+ private:
+  const AttrValue& get(std::string_view name) const;
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+// ---- schema -----------------------------------------------------------------
+
+enum class Fusion { Elementwise, Reduction, Contraction, View, Creation, Opaque };
+std::string_view fusion_name(Fusion f);
+
+struct InputSpec {
+  std::string name;
+  std::string doc;
+  bool optional = false;  // may be an undefined Tensor
+  bool variadic = false;  // last input only: zero or more tensors
+  bool mutated = false;   // written in place (running statistics)
+};
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  AttrValue default_value;  // monostate: required, unless `optional`
+  bool optional = false;    // may be absent; kernels test attrs.has(name)
+  std::string doc;
+};
+
+struct OutputSpec {
+  std::string name;
+  std::string doc;
+  bool variadic = false;  // count decided by inference (split, chunk)
+};
+
+// ---- functions an op provides --------------------------------------------------
+
+struct TensorMeta {
+  DType dtype;
+  Dims shape;
+};
+
+struct OpDef;
+
+struct InferContext {
+  const OpDef& op;
+  std::span<const Tensor> inputs;  // may be symbolic; optional ones may be undefined
+  const Attrs& attrs;
+};
+
+struct KernelContext {
+  const OpDef& op;
+  std::span<const Tensor> inputs;  // contiguous unless the op accepts strided inputs
+  std::span<Tensor> outputs;       // allocated, contiguous, shaped by inference
+  const Attrs& attrs;
+};
+
+struct GradContext {
+  const OpDef& op;
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;       // detached views of the forward outputs
+  std::span<const Tensor> grad_outputs;  // undefined where an output got no gradient
+  const Attrs& attrs;
+  std::vector<bool> needs_input_grad;
+  bool needs_grad(size_t i) const { return i < needs_input_grad.size() && needs_input_grad[i]; }
+};
+
+using InferFn = std::function<std::vector<TensorMeta>(const InferContext&)>;
+using KernelFn = std::function<void(KernelContext&)>;
+// Returns outputs that alias the inputs' storage (reshape, permute, slicing).
+using ViewFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const Attrs&)>;
+// One gradient per input (undefined when none), built by calling registry ops.
+using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
+
+struct OpDef {
+  std::string name;
+  std::string doc;
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  std::vector<AttrSpec> attrs;
+  Fusion fusion = Fusion::Opaque;
+  bool strided_inputs = false;  // the kernel reads any strides itself
+  bool nondeterministic_seeded = false;  // uses the `seed` attribute (random ops)
+  InferFn infer;
+  KernelFn kernel;
+  ViewFn view;
+  GradFn grad;
+
+  const AttrSpec* find_attr(std::string_view n) const;
+  // Validates and completes user attributes against the schema.
+  Attrs resolve(const Attrs& given) const;
+  // Validates the input list (count, required ones present).
+  void check_inputs(std::span<const Tensor> in) const;
+  std::string signature() const;  // "add(a, b, *, alpha: float = 1)"
+};
+
+// Builder used by the op files: r.def("add").doc(...).input("a")...
+class OpBuilder {
+ public:
+  explicit OpBuilder(OpDef& d) : d_(d) {}
+  OpBuilder& doc(std::string s);
+  OpBuilder& input(std::string name, std::string doc = "");
+  OpBuilder& optional_input(std::string name, std::string doc = "");
+  OpBuilder& variadic_input(std::string name, std::string doc = "");
+  OpBuilder& mutated_input(std::string name, std::string doc = "");
+  OpBuilder& output(std::string name = "out", std::string doc = "");
+  OpBuilder& variadic_output(std::string name, std::string doc = "");
+  OpBuilder& attr(std::string name, AttrType type, AttrValue def, std::string doc = "");
+  OpBuilder& required_attr(std::string name, AttrType type, std::string doc = "");
+  OpBuilder& optional_attr(std::string name, AttrType type, std::string doc = "");
+  OpBuilder& fusion(Fusion f);
+  OpBuilder& strided_inputs();
+  OpBuilder& seeded();
+  OpBuilder& infer(InferFn f);
+  OpBuilder& kernel(KernelFn f);
+  OpBuilder& view(ViewFn f);
+  OpBuilder& grad(GradFn f);
+
+ private:
+  OpDef& d_;
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& global();
+
+  OpBuilder def(std::string name);
+  const OpDef* find(std::string_view name) const;
+  const OpDef& get(std::string_view name) const;  // throws NotFound, suggesting near names
+  const std::vector<const OpDef*>& all() const { return ordered_; }  // sorted by name
+
+  void finalize();  // sorts, checks every op is complete
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> defs_;
+  std::unordered_map<std::string_view, const OpDef*> by_name_;
+  std::vector<const OpDef*> ordered_;
+};
+
+// ---- calling ops -----------------------------------------------------------------
+
+// Something that records op calls instead of running them (the tracer).
+class OpInterceptor {
+ public:
+  virtual ~OpInterceptor() = default;
+  virtual std::vector<Tensor> record(const OpDef& op, std::span<const Tensor> inputs,
+                                     const Attrs& resolved, std::vector<TensorMeta> metas) = 0;
+};
+// The interceptor for ops called on this thread; null outside tracing.
+OpInterceptor*& current_interceptor();
+
+// Runs `op` on `inputs`: traced when an interceptor is active, computed at
+// once otherwise, recording autograd history when grad mode is on.
+std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs);
+std::vector<Tensor> call(std::string_view op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+std::vector<Tensor> call(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+// Single-output convenience.
+Tensor call1(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+
+}  // namespace samba

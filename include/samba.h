@@ -1,0 +1,324 @@
+/*
+ * samba.h: the C interface of Samba, an engine for the SambaFlow programming
+ * model (trace a model, compile it to a PEF, run the PEF section by section on
+ * an emulated RDU).
+ *
+ * Conventions, which hold for every function below unless its comment says
+ * otherwise:
+ *
+ *  - Handles are opaque. Functions named *_create, *_copy, or that return a
+ *    tensor through an out-parameter give the caller an OWNED reference: the
+ *    caller releases it (samba_tensor_release, samba_attrs_release, ...).
+ *    Functions documented as returning a BORROWED pointer give no ownership;
+ *    the comment says how long it stays valid. Every release function accepts
+ *    NULL.
+ *  - Fallible functions return samba_status: SAMBA_OK (0) on success, a code
+ *    below otherwise. After a failure, samba_last_error_message() describes
+ *    what was wrong and what was expected; out-parameters are set to NULL (or
+ *    left unchanged for plain values), nothing leaks, and every object is
+ *    left as it was before the call.
+ *  - Shapes are int64_t arrays with a size_t rank; byte counts are size_t.
+ *  - Thread safety: each handle type states it in one line. The library
+ *    itself has no global mutable state beyond per-thread error messages.
+ *  - Compatibility: functions are only ever added. A changed signature gets a
+ *    new name (suffix _v2). Status and dtype codes are never renumbered.
+ */
+#ifndef SAMBA_H
+#define SAMBA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SAMBA_BUILDING_LIBRARY)
+#define SAMBA_API __attribute__((visibility("default")))
+#else
+#define SAMBA_API
+#endif
+
+/* ==== Version ============================================================ */
+
+#define SAMBA_VERSION_MAJOR 0
+#define SAMBA_VERSION_MINOR 1
+#define SAMBA_VERSION_PATCH 0
+
+/* The library's version as "MAJOR.MINOR.PATCH". Never fails; the string is
+ * static. Compare with the SAMBA_VERSION_* macros to detect a header/library
+ * mismatch. */
+SAMBA_API const char* samba_version(void);
+
+/* The library's version as MAJOR * 10000 + MINOR * 100 + PATCH. */
+SAMBA_API int32_t samba_version_number(void);
+
+/* ==== Status and errors =================================================== */
+
+typedef int32_t samba_status;
+
+#define SAMBA_OK 0
+#define SAMBA_ERR_INVALID_ARGUMENT 1 /* a value is outside what the function accepts */
+#define SAMBA_ERR_NULL_POINTER 2     /* a required pointer or handle is NULL */
+#define SAMBA_ERR_OUT_OF_RANGE 3     /* an index, dim or size is out of range or overflows */
+#define SAMBA_ERR_SHAPE_MISMATCH 4   /* shapes do not agree or broadcast */
+#define SAMBA_ERR_DTYPE_MISMATCH 5   /* a dtype is not supported or does not match */
+#define SAMBA_ERR_NOT_FOUND 6        /* unknown op, attribute, tensor or name */
+#define SAMBA_ERR_OUT_OF_MEMORY 7    /* an allocation failed */
+#define SAMBA_ERR_UNSUPPORTED 8      /* a feature that is not supported (yet) */
+#define SAMBA_ERR_INVALID_STATE 9    /* the object is not in a state that allows the call */
+#define SAMBA_ERR_IO 10              /* reading or writing a file failed */
+#define SAMBA_ERR_CORRUPT_FILE 11    /* a file's contents are invalid */
+#define SAMBA_ERR_VERSION_MISMATCH 12 /* a file needs a newer runtime */
+#define SAMBA_ERR_TIMEOUT 13         /* a wait ran out of time */
+#define SAMBA_ERR_CANCELLED 14       /* the operation was stopped */
+#define SAMBA_ERR_INTERNAL 15        /* a bug in Samba; please report it */
+
+/* The message of the last failed call on the calling thread ("" if none).
+ * BORROWED: valid until the next failing samba call on this thread. */
+SAMBA_API const char* samba_last_error_message(void);
+
+/* The status of the last failed call on the calling thread (SAMBA_OK if none). */
+SAMBA_API samba_status samba_last_error_code(void);
+
+/* A static name for a status code ("SAMBA_ERR_SHAPE_MISMATCH"); "unknown
+ * status" for codes this version does not define. Never fails. */
+SAMBA_API const char* samba_status_name(samba_status status);
+
+/* ==== Element types ======================================================= */
+
+typedef int32_t samba_dtype;
+
+#define SAMBA_FLOAT32 0
+#define SAMBA_BFLOAT16 1
+#define SAMBA_FLOAT16 2
+#define SAMBA_FLOAT64 3
+#define SAMBA_INT64 4
+#define SAMBA_INT32 5
+#define SAMBA_INT16 6
+#define SAMBA_INT8 7
+#define SAMBA_UINT8 8
+#define SAMBA_BOOL 9
+
+/* Static name of a dtype ("float32"), or NULL for an invalid code. */
+SAMBA_API const char* samba_dtype_name(samba_dtype dtype);
+
+/* Bytes per element of a dtype, or 0 for an invalid code. */
+SAMBA_API size_t samba_dtype_size(samba_dtype dtype);
+
+/* Parses a dtype name ("float32", "float", "bf16", "long", ...) into *out.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT for an unknown name. */
+SAMBA_API samba_status samba_dtype_from_name(const char* name, samba_dtype* out);
+
+/* torch.promote_types(a, b) into *out. Errors: NULL_POINTER, INVALID_ARGUMENT. */
+SAMBA_API samba_status samba_promote_types(samba_dtype a, samba_dtype b, samba_dtype* out);
+
+/* ==== Sessions ============================================================ */
+
+/* Options for samba_session_create. Not thread-safe; use from one thread. */
+typedef struct samba_session_options samba_session_options;
+
+/* A session: the thread pool every op and run of the session uses, the
+ * random seed, and (later) the loaded program. Thread-safe: ops may be called
+ * on one session from many threads at once. */
+typedef struct samba_session samba_session;
+
+/* Creates options with defaults (threads = hardware threads, seed = 0).
+ * OWNED: release with samba_session_options_release. Errors: NULL_POINTER,
+ * OUT_OF_MEMORY. */
+SAMBA_API samba_status samba_session_options_create(samba_session_options** out);
+
+/* Number of threads of the session's pool; <= 0 means one per hardware
+ * thread. Errors: NULL_POINTER, INVALID_ARGUMENT (more than 1024). */
+SAMBA_API samba_status samba_session_options_set_num_threads(samba_session_options* opts, int32_t threads);
+
+/* Seed of the session's random generator (rand, randn, dropout, ...).
+ * Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_session_options_set_seed(samba_session_options* opts, uint64_t seed);
+
+/* Releases options. Accepts NULL. */
+SAMBA_API void samba_session_options_release(samba_session_options* opts);
+
+/* Creates a session; `opts` may be NULL for defaults and is not retained.
+ * OWNED: release with samba_session_release. Errors: NULL_POINTER (out),
+ * OUT_OF_MEMORY. */
+SAMBA_API samba_status samba_session_create(const samba_session_options* opts, samba_session** out);
+
+/* Releases a session. Tensors created through it stay valid. Accepts NULL.
+ * Must not be called while another thread uses the session. */
+SAMBA_API void samba_session_release(samba_session* session);
+
+/* Number of threads in the session's pool. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_session_num_threads(const samba_session* session, int32_t* out);
+
+/* Sets the seed of the session's random generator (the seeds' set_seed).
+ * Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_session_set_seed(samba_session* session, uint64_t seed);
+
+/* ==== Tensors ============================================================= */
+
+/* A tensor: a dtype, a shape and strides viewing refcounted storage, plus
+ * identity (sn_name, region name, requires_grad, grad). Thread safety:
+ * reading one tensor from many threads is safe; writing its data or
+ * metadata while another thread uses it is not. */
+typedef struct samba_tensor samba_tensor;
+
+/* Adds a reference. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_retain(samba_tensor* t);
+
+/* Drops a reference; the tensor is freed with its last one. Accepts NULL. */
+SAMBA_API void samba_tensor_release(samba_tensor* t);
+
+/* Creates a contiguous tensor of `dtype` and `shape` (ndim dims, shape may be
+ * NULL when ndim is 0), filled with zeros. OWNED.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (bad dtype, negative dim, rank over
+ * 16), OUT_OF_RANGE (the byte count overflows), OUT_OF_MEMORY. */
+SAMBA_API samba_status samba_tensor_create(samba_dtype dtype, const int64_t* shape, size_t ndim,
+                                           samba_tensor** out);
+
+/* Creates a tensor that BORROWS caller memory `data` (no copy): the caller
+ * keeps it alive and unchanged in size until the tensor and every view of it
+ * are released. `strides` (in elements) may be NULL for a contiguous layout.
+ * OWNED tensor handle. Errors: NULL_POINTER, INVALID_ARGUMENT (negative
+ * stride, bad dtype), OUT_OF_RANGE. */
+SAMBA_API samba_status samba_tensor_wrap(void* data, samba_dtype dtype, const int64_t* shape, size_t ndim,
+                                         const int64_t* strides, samba_tensor** out);
+
+/* Called once when the engine no longer needs adopted memory. May be called
+ * from any thread that releases the last reference. */
+typedef void (*samba_deleter)(void* data, void* user_data);
+
+/* Like samba_tensor_wrap, but ownership of `data` moves to the engine, which
+ * calls deleter(data, user_data) when the last reference goes. On failure the
+ * deleter is NOT called: the caller still owns `data`. `deleter` may be NULL
+ * when nothing needs to be done. OWNED tensor handle. */
+SAMBA_API samba_status samba_tensor_adopt(void* data, samba_dtype dtype, const int64_t* shape, size_t ndim,
+                                          const int64_t* strides, samba_deleter deleter, void* user_data,
+                                          samba_tensor** out);
+
+/* Creates a 0-dim tensor holding a number that promotes like a Python scalar
+ * (float64 for samba_scalar_float, int64 for samba_scalar_int, but an
+ * int8 tensor + integer scalar stays int8). OWNED. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_scalar_float(double value, samba_tensor** out);
+SAMBA_API samba_status samba_scalar_int(int64_t value, samba_tensor** out);
+
+/* Shape, strides (elements) and rank. BORROWED arrays, valid until the tensor
+ * is released or reshaped in place. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_ndim(const samba_tensor* t, size_t* out);
+SAMBA_API samba_status samba_tensor_shape(const samba_tensor* t, const int64_t** dims, size_t* ndim);
+SAMBA_API samba_status samba_tensor_strides(const samba_tensor* t, const int64_t** strides, size_t* ndim);
+
+/* dtype, element count, bytes per element, and contiguity. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_dtype(const samba_tensor* t, samba_dtype* out);
+SAMBA_API samba_status samba_tensor_numel(const samba_tensor* t, int64_t* out);
+SAMBA_API samba_status samba_tensor_element_size(const samba_tensor* t, size_t* out);
+SAMBA_API samba_status samba_tensor_is_contiguous(const samba_tensor* t, int32_t* out);
+
+/* Pointer to the first element. BORROWED: valid while the tensor lives and
+ * its data is not cleared. Errors: NULL_POINTER, INVALID_STATE (a symbolic
+ * tensor, or data cleared). */
+SAMBA_API samba_status samba_tensor_data(const samba_tensor* t, void** out);
+
+/* Copies nbytes = numel * element_size from `src` (C-contiguous layout) into
+ * the tensor, honouring its strides. Errors: NULL_POINTER, INVALID_ARGUMENT
+ * (nbytes differs), INVALID_STATE. */
+SAMBA_API samba_status samba_tensor_copy_from(samba_tensor* t, const void* src, size_t nbytes);
+
+/* Copies the tensor's elements in C-contiguous order into `dst` of nbytes.
+ * Errors as samba_tensor_copy_from. */
+SAMBA_API samba_status samba_tensor_copy_to(const samba_tensor* t, void* dst, size_t nbytes);
+
+/* The single element of a one-element tensor, converted. Errors:
+ * NULL_POINTER, INVALID_ARGUMENT (not one element), INVALID_STATE. */
+SAMBA_API samba_status samba_tensor_item(const samba_tensor* t, double* out);
+SAMBA_API samba_status samba_tensor_item_int(const samba_tensor* t, int64_t* out);
+
+/* sn_name and region name. Getters return BORROWED strings valid until the
+ * name is set again or the tensor is released ("" when unnamed; the region
+ * name defaults to the sn_name). Setters copy the string. Errors:
+ * NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_name(const samba_tensor* t, const char** out);
+SAMBA_API samba_status samba_tensor_set_name(samba_tensor* t, const char* name);
+SAMBA_API samba_status samba_tensor_region_name(const samba_tensor* t, const char** out);
+SAMBA_API samba_status samba_tensor_set_region_name(samba_tensor* t, const char* name);
+
+/* requires_grad: whether autograd records ops on this tensor. Setting it on
+ * a non-floating tensor fails with DTYPE_MISMATCH; on a non-leaf tensor
+ * (one produced by an op with history) with INVALID_STATE. */
+SAMBA_API samba_status samba_tensor_requires_grad(const samba_tensor* t, int32_t* out);
+SAMBA_API samba_status samba_tensor_set_requires_grad(samba_tensor* t, int32_t requires_grad);
+
+/* The accumulated gradient, or NULL when none. BORROWED: valid until the
+ * tensor is released or its grad is set again; backward accumulates into the
+ * same tensor in place. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_grad(const samba_tensor* t, samba_tensor** out);
+
+/* Replaces the gradient (`grad` may be NULL to clear it; it is retained, not
+ * copied). Errors: NULL_POINTER, SHAPE_MISMATCH, DTYPE_MISMATCH. */
+SAMBA_API samba_status samba_tensor_set_grad(samba_tensor* t, samba_tensor* grad);
+
+/* SambaTensor.backward: accumulates d(t)/d(leaf) * grad into the .grad of
+ * every leaf that requires grad. `grad` may be NULL when t has one element
+ * (a gradient of ones). With retain_graph = 0 the history is freed and a
+ * second backward through it fails with INVALID_STATE.
+ * Errors: NULL_POINTER, INVALID_STATE (t does not require grad),
+ * SHAPE_MISMATCH, INVALID_ARGUMENT (grad missing for a non-scalar). */
+SAMBA_API samba_status samba_tensor_backward(samba_tensor* t, samba_tensor* grad, int32_t retain_graph);
+
+/* ==== Op attributes ======================================================= */
+
+/* A set of named attribute values for samba_op_call. Not thread-safe. */
+typedef struct samba_attrs samba_attrs;
+
+/* Creates an empty attribute set. OWNED. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_attrs_create(samba_attrs** out);
+
+/* Releases an attribute set. Accepts NULL. */
+SAMBA_API void samba_attrs_release(samba_attrs* attrs);
+
+/* Sets one attribute (replacing a previous value of that name). Strings and
+ * arrays are copied. The value is checked against the op's schema when the
+ * op is called. Errors: NULL_POINTER (attrs, name, or values with n > 0). */
+SAMBA_API samba_status samba_attrs_set_int(samba_attrs* attrs, const char* name, int64_t value);
+SAMBA_API samba_status samba_attrs_set_float(samba_attrs* attrs, const char* name, double value);
+SAMBA_API samba_status samba_attrs_set_bool(samba_attrs* attrs, const char* name, int32_t value);
+SAMBA_API samba_status samba_attrs_set_string(samba_attrs* attrs, const char* name, const char* value);
+SAMBA_API samba_status samba_attrs_set_ints(samba_attrs* attrs, const char* name, const int64_t* values, size_t n);
+SAMBA_API samba_status samba_attrs_set_floats(samba_attrs* attrs, const char* name, const double* values, size_t n);
+SAMBA_API samba_status samba_attrs_set_dtype(samba_attrs* attrs, const char* name, samba_dtype value);
+
+/* ==== Ops ================================================================= */
+
+/* Calls the op `name` on `inputs` with `attrs` (may be NULL). The session
+ * gives the thread pool (NULL: the process-wide default pool). Outputs are
+ * OWNED tensors written to outputs[0..*n_outputs); `capacity` is the length
+ * of `outputs`. Inputs may be NULL where the schema marks them optional.
+ * Outside tracing the op computes at once; with autograd on a tensor that
+ * requires grad, history is recorded for samba_tensor_backward.
+ * Errors: NULL_POINTER, NOT_FOUND (unknown op or attribute), INVALID_ARGUMENT
+ * (wrong input count or attribute type), SHAPE_MISMATCH, DTYPE_MISMATCH,
+ * OUT_OF_RANGE (capacity too small: *n_outputs says how many are needed). */
+SAMBA_API samba_status samba_op_call(samba_session* session, const char* name, samba_tensor* const* inputs,
+                                     size_t n_inputs, const samba_attrs* attrs, samba_tensor** outputs,
+                                     size_t capacity, size_t* n_outputs);
+
+/* Number of registered ops. Never fails. */
+SAMBA_API size_t samba_op_count(void);
+
+/* Name of op `index` (in sorted order). BORROWED static string.
+ * Errors: NULL_POINTER, OUT_OF_RANGE. */
+SAMBA_API samba_status samba_op_name(size_t index, const char** out);
+
+/* The schema of op `name` as JSON: {"name", "doc", "fusion", "signature",
+ * "inputs": [{"name","doc","optional","variadic","mutated"}],
+ * "outputs": [{"name","doc","variadic"}],
+ * "attrs": [{"name","type","doc","required","optional","default"}]}.
+ * BORROWED static string, valid for the life of the process.
+ * Errors: NULL_POINTER, NOT_FOUND. */
+SAMBA_API samba_status samba_op_schema_json(const char* name, const char** out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SAMBA_H */
