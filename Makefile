@@ -1,10 +1,23 @@
-# make wraps cmake. `make demo` and `make test` work on a fresh machine:
-# both install what is missing first.
-BUILD     ?= build
-JOBS      ?= $(shell nproc)
-PREFIX    ?= /usr/local
-CMAKE_GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# make wraps cmake. `make demo` and `make test` work on a fresh Debian
+# machine: both install what is missing first (scripts/setup.sh).
+#
+#   make setup     install missing system packages (apt-get; idempotent)
+#   make           Release build in $(BUILD)
+#   make test      build, then run every test (unit, C ABI, install, examples)
+#   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make tsan      the test suite under ThreadSanitizer (build-tsan/)
+#   make demo      build and run examples/c/eager_logreg on the digits data
+#   make bench     build and run the benchmarks (bench/run.sh)
+#   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
+CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS ?=
+# Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
+# gives stack traces with lines at a fraction of the cost of full debug info.
+SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
+              -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
 .PHONY: all setup configure build test asan tsan demo bench install clean format
 
@@ -25,31 +38,33 @@ test: setup
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: setup
-	cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSAMBA_SANITIZE=address \
-	  -DSAMBA_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1
+	cmake -S . -B build-asan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=address
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# The test suite under ThreadSanitizer.
 tsan: setup
-	cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DSAMBA_SANITIZE=thread \
-	  -DSAMBA_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS=-O1
+	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# Builds only what the demo needs, so a first `make demo` is quick.
 demo: setup
-	$(MAKE) build
-	$(BUILD)/examples/c/eager_logreg examples/data/digits.csv.gz
+	$(MAKE) configure
+	cmake --build $(BUILD) -j $(JOBS) --target eager_logreg
+	$(BUILD)/examples/eager_logreg examples/data/digits.csv.gz
 
 bench: setup
-	$(MAKE) build
+	$(MAKE) configure
+	cmake -S . -B $(BUILD) -DSAMBA_BUILD_BENCH=ON
+	cmake --build $(BUILD) -j $(JOBS)
 	bash bench/run.sh $(BUILD)
 
+# PREFIX given here wins over the one the build was configured with.
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.hpp' '*.cpp' '*.c')

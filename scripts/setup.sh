@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the system packages Samba builds with. Idempotent: when everything
-# is installed it only checks, and returns at once.
+# Installs the system packages Samba builds with (Debian bookworm names).
+# Idempotent: when everything is installed it only checks, and returns at
+# once; otherwise it runs apt-get update and installs only what is missing.
 set -euo pipefail
 
 packages=(
@@ -8,6 +9,11 @@ packages=(
   libtbb-dev libeigen3-dev libflatbuffers-dev flatbuffers-compiler libzstd-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
 )
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: not a Debian-like system; install the equivalents of: ${packages[*]}" >&2
+  exit 1
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,7 +26,15 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 echo "setup: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || {
+    echo "setup: not root and no sudo; as root run: apt-get install ${missing[*]}" >&2
+    exit 1
+  }
+  SUDO=(sudo)
+fi
+# env, not a variable prefix: sudo would drop DEBIAN_FRONTEND from the environment.
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

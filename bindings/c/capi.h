@@ -2,7 +2,11 @@
 // the boundary that turns C++ exceptions into status codes.
 #pragma once
 
+#include <functional>
 #include <new>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
@@ -26,13 +30,19 @@ namespace samba::capi {
 // A samba_tensor* is the TensorImpl itself, so C references and C++ Refs
 // count the same thing.
 inline TensorImpl* impl(samba_tensor* t) { return reinterpret_cast<TensorImpl*>(t); }
-inline const TensorImpl* impl(const samba_tensor* t) { return reinterpret_cast<const TensorImpl*>(t); }
-inline Tensor tensor(const samba_tensor* t) { return Tensor(Ref<TensorImpl>(const_cast<TensorImpl*>(impl(t)))); }
+inline const TensorImpl* impl(const samba_tensor* t) {
+  return reinterpret_cast<const TensorImpl*>(t);
+}
+inline Tensor tensor(const samba_tensor* t) {
+  return Tensor(Ref<TensorImpl>(const_cast<TensorImpl*>(impl(t))));
+}
 // Hands an owned reference to the caller.
 inline samba_tensor* to_handle(Tensor t) {
   return reinterpret_cast<samba_tensor*>(Ref<TensorImpl>(t.ref()).release_to_caller());
 }
-inline samba_tensor* borrowed_handle(const Tensor& t) { return reinterpret_cast<samba_tensor*>(t.impl()); }
+inline samba_tensor* borrowed_handle(const Tensor& t) {
+  return reinterpret_cast<samba_tensor*>(t.impl());
+}
 
 samba_status set_error(const char* fn, samba_status code, const char* message);
 
@@ -51,6 +61,32 @@ T** out_param(T** p, const char* what) {
 
 DType checked_dtype(samba_dtype d, const char* what);
 Dims checked_dims(const int64_t* shape, size_t ndim, const char* what);
+
+// Fails with OutOfRange unless `v` converts to `dt` without undefined
+// behaviour (finite and within an integer dtype's range); `what` names it.
+void check_representable(double v, DType dt, const char* what);
+
+// A required tensor argument as a Tensor sharing the caller's reference.
+inline Tensor tensor_arg(const samba_tensor* t, const char* what) {
+  require(t, what);
+  return tensor(t);
+}
+
+// Tensor over memory the engine does not allocate. The layout (strides in
+// elements, NULL: contiguous) is validated and the tensor built before
+// `make_storage(nbytes)` runs, so a failure never leaves a storage behind
+// whose deleter would fire: after make_storage nothing can throw.
+Tensor external_tensor(DType dtype, const Dims& shape, const int64_t* strides, void* data,
+                       const std::function<Ref<Storage>(size_t nbytes)>& make_storage);
+
+// Runs `op` eagerly (or traced) on `session`'s pool, the default pool when
+// session is NULL. The one path by which samba_op_call and the typed
+// shorthands reach the registry.
+std::vector<Tensor> run_op(samba_session* session, const OpDef& op, std::span<const Tensor> inputs,
+                           const Attrs& attrs);
+// Single-output form, for ops known to return one tensor.
+Tensor run_op1(samba_session* session, std::string_view op, std::span<const Tensor> inputs,
+               const Attrs& attrs = {});
 
 template <typename F>
 samba_status guarded(const char* fn, F&& body) noexcept {

@@ -27,8 +27,8 @@ samba_status set_error(const char* fn, samba_status code, const char* message) {
 }
 
 DType checked_dtype(samba_dtype d, const char* what) {
-  SAMBA_CHECK(is_valid_dtype(d), Status::InvalidArgument, "{} {} is not a dtype code (expected 0..{})", what,
-              d, kNumDTypes - 1);
+  SAMBA_CHECK(is_valid_dtype(d), Status::InvalidArgument,
+              "{} {} is not a dtype code (expected 0..{})", what, d, kNumDTypes - 1);
   return static_cast<DType>(d);
 }
 
@@ -57,13 +57,24 @@ const char* samba_last_error_message(void) { return last_error().message.c_str()
 samba_status samba_last_error_code(void) { return last_error().code; }
 
 const char* samba_status_name(samba_status s) {
-  static const char* const kNames[] = {
-      "SAMBA_OK", "SAMBA_ERR_INVALID_ARGUMENT", "SAMBA_ERR_NULL_POINTER", "SAMBA_ERR_OUT_OF_RANGE",
-      "SAMBA_ERR_SHAPE_MISMATCH", "SAMBA_ERR_DTYPE_MISMATCH", "SAMBA_ERR_NOT_FOUND",
-      "SAMBA_ERR_OUT_OF_MEMORY", "SAMBA_ERR_UNSUPPORTED", "SAMBA_ERR_INVALID_STATE", "SAMBA_ERR_IO",
-      "SAMBA_ERR_CORRUPT_FILE", "SAMBA_ERR_VERSION_MISMATCH", "SAMBA_ERR_TIMEOUT", "SAMBA_ERR_CANCELLED",
-      "SAMBA_ERR_INTERNAL"};
-  if (s < 0 || static_cast<size_t>(s) >= sizeof(kNames) / sizeof(kNames[0])) return "unknown status";
+  static const char* const kNames[] = {"SAMBA_OK",
+                                       "SAMBA_ERR_INVALID_ARGUMENT",
+                                       "SAMBA_ERR_NULL_POINTER",
+                                       "SAMBA_ERR_OUT_OF_RANGE",
+                                       "SAMBA_ERR_SHAPE_MISMATCH",
+                                       "SAMBA_ERR_DTYPE_MISMATCH",
+                                       "SAMBA_ERR_NOT_FOUND",
+                                       "SAMBA_ERR_OUT_OF_MEMORY",
+                                       "SAMBA_ERR_UNSUPPORTED",
+                                       "SAMBA_ERR_INVALID_STATE",
+                                       "SAMBA_ERR_IO",
+                                       "SAMBA_ERR_CORRUPT_FILE",
+                                       "SAMBA_ERR_VERSION_MISMATCH",
+                                       "SAMBA_ERR_TIMEOUT",
+                                       "SAMBA_ERR_CANCELLED",
+                                       "SAMBA_ERR_INTERNAL"};
+  if (s < 0 || static_cast<size_t>(s) >= sizeof(kNames) / sizeof(kNames[0]))
+    return "unknown status";
   return kNames[s];
 }
 
@@ -71,17 +82,20 @@ const char* samba_dtype_name(samba_dtype d) {
   return is_valid_dtype(d) ? dtype_name(static_cast<DType>(d)).data() : nullptr;
 }
 
-size_t samba_dtype_size(samba_dtype d) { return is_valid_dtype(d) ? element_size(static_cast<DType>(d)) : 0; }
+size_t samba_dtype_size(samba_dtype d) {
+  return is_valid_dtype(d) ? element_size(static_cast<DType>(d)) : 0;
+}
 
 samba_status samba_dtype_from_name(const char* name, samba_dtype* out) {
   return SAMBA_GUARDED({
     require(name, "name");
     require(out, "out");
     auto d = dtype_from_name(name);
-    SAMBA_CHECK(d.has_value(), Status::InvalidArgument,
-                "unknown dtype name '{}' (expected float32, bfloat16, float16, float64, int64, int32, "
-                "int16, int8, uint8 or bool)",
-                name);
+    SAMBA_CHECK(
+        d.has_value(), Status::InvalidArgument,
+        "unknown dtype name '{}' (expected float32, bfloat16, float16, float64, int64, int32, "
+        "int16, int8, uint8 or bool)",
+        name);
     *out = static_cast<samba_dtype>(*d);
   });
 }
@@ -100,7 +114,8 @@ samba_status samba_session_options_create(samba_session_options** out) {
 samba_status samba_session_options_set_num_threads(samba_session_options* o, int32_t threads) {
   return SAMBA_GUARDED({
     require(o, "opts");
-    SAMBA_CHECK(threads <= 1024, Status::InvalidArgument, "threads = {} is too many (at most 1024)", threads);
+    SAMBA_CHECK(threads <= 1024, Status::InvalidArgument, "threads = {} is too many (at most 1024)",
+                threads);
     o->impl.threads = threads;
   });
 }
@@ -175,7 +190,8 @@ samba_status samba_attrs_set_floats(samba_attrs* a, const char* name, const doub
 }
 samba_status samba_attrs_set_dtype(samba_attrs* a, const char* name, samba_dtype v) {
   if (!is_valid_dtype(v))
-    return set_error(__func__, SAMBA_ERR_INVALID_ARGUMENT, fmt::format("{} is not a dtype code", v).c_str());
+    return set_error(__func__, SAMBA_ERR_INVALID_ARGUMENT,
+                     fmt::format("{} is not a dtype code", v).c_str());
   return set_attr(__func__, a, name, static_cast<DType>(v));
 }
 

@@ -1,6 +1,6 @@
 // The generic op entry point and schema introspection.
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "bindings/c/capi.h"
@@ -32,15 +32,22 @@ std::string schema_json(const OpDef& op) {
   j["signature"] = op.signature();
   j["inputs"] = nlohmann::json::array();
   for (const auto& i : op.inputs)
-    j["inputs"].push_back({{"name", i.name}, {"doc", i.doc}, {"optional", i.optional},
-                           {"variadic", i.variadic}, {"mutated", i.mutated}});
+    j["inputs"].push_back({{"name", i.name},
+                           {"doc", i.doc},
+                           {"optional", i.optional},
+                           {"variadic", i.variadic},
+                           {"mutated", i.mutated}});
   j["outputs"] = nlohmann::json::array();
-  for (const auto& o : op.outputs) j["outputs"].push_back({{"name", o.name}, {"doc", o.doc}, {"variadic", o.variadic}});
+  for (const auto& o : op.outputs)
+    j["outputs"].push_back({{"name", o.name}, {"doc", o.doc}, {"variadic", o.variadic}});
   j["attrs"] = nlohmann::json::array();
   for (const auto& a : op.attrs) {
     bool required = std::holds_alternative<std::monostate>(a.default_value) && !a.optional;
-    j["attrs"].push_back({{"name", a.name}, {"type", std::string(attr_type_name(a.type))}, {"doc", a.doc},
-                          {"required", required}, {"optional", a.optional},
+    j["attrs"].push_back({{"name", a.name},
+                          {"type", std::string(attr_type_name(a.type))},
+                          {"doc", a.doc},
+                          {"required", required},
+                          {"optional", a.optional},
                           {"default", attr_default_json(a.default_value)}});
   }
   return j.dump();
@@ -48,12 +55,36 @@ std::string schema_json(const OpDef& op) {
 
 }  // namespace
 
+namespace samba::capi {
+
+std::vector<Tensor> run_op(samba_session* session, const OpDef& op, std::span<const Tensor> inputs,
+                           const Attrs& attrs) {
+  // Without a session the calling thread's current pool is kept (the
+  // default pool, unless the call comes from inside a session's work).
+  if (!session) return call(op, inputs, attrs);
+  ThreadPool::Scope scope(&session->impl.pool());
+  return call(op, inputs, attrs);
+}
+
+Tensor run_op1(samba_session* session, std::string_view name, std::span<const Tensor> inputs,
+               const Attrs& attrs) {
+  const OpDef& op = OpRegistry::global().get(name);
+  std::vector<Tensor> out = run_op(session, op, inputs, attrs);
+  SAMBA_CHECK(out.size() == 1, Status::Internal, "op '{}' returned {} outputs; expected one", name,
+              out.size());
+  return std::move(out[0]);
+}
+
+}  // namespace samba::capi
+
 extern "C" {
 
-samba_status samba_op_call(samba_session* session, const char* name, samba_tensor* const* inputs, size_t n_inputs,
-                           const samba_attrs* attrs, samba_tensor** outputs, size_t capacity, size_t* n_outputs) {
+samba_status samba_op_call(samba_session* session, const char* name, samba_tensor* const* inputs,
+                           size_t n_inputs, const samba_attrs* attrs, samba_tensor** outputs,
+                           size_t capacity, size_t* n_outputs) {
   if (outputs)
     for (size_t i = 0; i < capacity; ++i) outputs[i] = nullptr;
+  if (n_outputs) *n_outputs = 0;
   return SAMBA_GUARDED({
     require(name, "name");
     require(n_outputs, "n_outputs");
@@ -64,11 +95,11 @@ samba_status samba_op_call(samba_session* session, const char* name, samba_tenso
     in.reserve(n_inputs);
     for (size_t i = 0; i < n_inputs; ++i) in.push_back(inputs[i] ? tensor(inputs[i]) : Tensor());
     static const Attrs kNoAttrs;
-    ThreadPool::Scope scope(session ? &session->impl.pool() : nullptr);
-    std::vector<Tensor> out = call(op, in, attrs ? attrs->impl : kNoAttrs);
+    std::vector<Tensor> out = run_op(session, op, in, attrs ? attrs->impl : kNoAttrs);
     *n_outputs = out.size();
     SAMBA_CHECK(out.size() <= capacity, Status::OutOfRange,
-                "op '{}' produced {} outputs but `outputs` has room for {}", name, out.size(), capacity);
+                "op '{}' produced {} outputs but `outputs` has room for {}", name, out.size(),
+                capacity);
     for (size_t i = 0; i < out.size(); ++i) outputs[i] = to_handle(std::move(out[i]));
   });
 }
@@ -83,10 +114,10 @@ size_t samba_op_count(void) {
 
 samba_status samba_op_name(size_t index, const char** out) {
   return SAMBA_GUARDED({
-    require(out, "out");
+    out_param(out, "out");
     const auto& all = OpRegistry::global().all();
-    SAMBA_CHECK(index < all.size(), Status::OutOfRange, "index {} is out of range: there are {} ops", index,
-                all.size());
+    SAMBA_CHECK(index < all.size(), Status::OutOfRange,
+                "index {} is out of range: there are {} ops", index, all.size());
     *out = all[index]->name.c_str();
   });
 }

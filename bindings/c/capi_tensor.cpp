@@ -7,29 +7,38 @@
 using namespace samba;
 using namespace samba::capi;
 
-namespace {
+namespace samba::capi {
 
-// Validates caller-described memory and builds a view of it.
-Tensor external_view(Ref<Storage> (*make)(void*, size_t, void*), void* data, samba_dtype dtype,
-                     const int64_t* shape, size_t ndim, const int64_t* strides, void* ctx) {
-  DType dt = checked_dtype(dtype, "dtype");
-  Dims dims = checked_dims(shape, ndim, "shape");
+Tensor external_tensor(DType dt, const Dims& dims, const int64_t* strides, void* data,
+                       const std::function<Ref<Storage>(size_t)>& make_storage) {
+  check_shape(dims);
   size_t nbytes = checked_nbytes(dims, dt);
+  const size_t ndim = dims.size();
   Dims st = strides ? Dims(strides, strides + ndim) : contiguous_strides(dims);
-  // Span of elements the view touches, checked for overflow.
-  int64_t extent = numel_of(dims) == 0 ? 0 : 1;
-  for (size_t i = 0; i < ndim && extent; ++i) {
-    SAMBA_CHECK(st[i] >= 0, Status::InvalidArgument, "stride {} of dim {} is negative", st[i], i);
-    if (dims[i] > 1 && st[i] > (INT64_MAX - extent) / (dims[i] - 1))
-      fail(Status::OutOfRange, "strides {} with shape {} address beyond 64 bits", dims_str(st), dims_str(dims));
-    extent += (dims[i] - 1) * st[i];
+  if (strides) {
+    // Span of elements the view touches, checked for overflow.
+    int64_t extent = numel_of(dims) == 0 ? 0 : 1;
+    for (size_t i = 0; i < ndim; ++i) {
+      SAMBA_CHECK(st[i] >= 0, Status::InvalidArgument,
+                  "stride {} of dim {} is negative (strides {})", st[i], i, dims_str(st));
+      if (extent && dims[i] > 1 && st[i] > (INT64_MAX - extent) / (dims[i] - 1))
+        fail(Status::OutOfRange, "strides {} with shape {} address beyond 64 bits", dims_str(st),
+             dims_str(dims));
+      if (extent) extent += (dims[i] - 1) * st[i];
+    }
+    const size_t es = element_size(dt);
+    SAMBA_CHECK(static_cast<uint64_t>(extent) <= (uint64_t{1} << 62) / es, Status::OutOfRange,
+                "strides {} with shape {} span more bytes than fit in 62 bits", dims_str(st),
+                dims_str(dims));
+    nbytes = static_cast<size_t>(extent) * es;
   }
-  if (strides) nbytes = static_cast<size_t>(extent) * element_size(dt);
   if (nbytes) require(data, "data");
-  return Tensor::view_of(make(data, nbytes, ctx), dt, dims, st, 0);
+  Tensor t = Tensor::view_of(Ref<Storage>(), dt, dims, std::move(st), 0);
+  t.impl()->storage = make_storage(nbytes);
+  return t;
 }
 
-}  // namespace
+}  // namespace samba::capi
 
 extern "C" {
 
@@ -44,7 +53,8 @@ void samba_tensor_release(samba_tensor* t) {
   if (t) impl(t)->release();
 }
 
-samba_status samba_tensor_create(samba_dtype dtype, const int64_t* shape, size_t ndim, samba_tensor** out) {
+samba_status samba_tensor_create(samba_dtype dtype, const int64_t* shape, size_t ndim,
+                                 samba_tensor** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
     DType dt = checked_dtype(dtype, "dtype");
@@ -56,8 +66,10 @@ samba_status samba_tensor_wrap(void* data, samba_dtype dtype, const int64_t* sha
                                const int64_t* strides, samba_tensor** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
-    auto borrow = [](void* d, size_t n, void*) { return Storage::borrow(d, n); };
-    *out = to_handle(external_view(borrow, data, dtype, shape, ndim, strides, nullptr));
+    DType dt = checked_dtype(dtype, "dtype");
+    Dims dims = checked_dims(shape, ndim, "shape");
+    *out = to_handle(external_tensor(dt, dims, strides, data,
+                                     [data](size_t n) { return Storage::borrow(data, n); }));
   });
 }
 
@@ -66,22 +78,19 @@ samba_status samba_tensor_adopt(void* data, samba_dtype dtype, const int64_t* sh
                                 samba_tensor** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
-    struct Ctx {
-      samba_deleter del;
-      void* user;
-    } ctx{deleter, user_data};
-    auto adopt = [](void* d, size_t n, void* c) {
-      Ctx k = *static_cast<Ctx*>(c);
-      return Storage::adopt(d, n, [d, k] {
-        if (k.del) k.del(d, k.user);
+    DType dt = checked_dtype(dtype, "dtype");
+    Dims dims = checked_dims(shape, ndim, "shape");
+    *out = to_handle(external_tensor(dt, dims, strides, data, [=](size_t n) {
+      return Storage::adopt(data, n, [=] {
+        if (deleter) deleter(data, user_data);
       });
-    };
-    *out = to_handle(external_view(adopt, data, dtype, shape, ndim, strides, &ctx));
+    }));
   });
 }
 
 samba_status samba_scalar_float(double value, samba_tensor** out) {
-  return SAMBA_GUARDED({ *out_param(out, "out") = to_handle(Tensor::scalar(value, DType::Float64, true)); });
+  return SAMBA_GUARDED(
+      { *out_param(out, "out") = to_handle(Tensor::scalar(value, DType::Float64, true)); });
 }
 
 samba_status samba_scalar_int(int64_t value, samba_tensor** out) {
@@ -104,9 +113,9 @@ samba_status samba_tensor_ndim(const samba_tensor* t, size_t* out) {
 
 samba_status samba_tensor_shape(const samba_tensor* t, const int64_t** dims, size_t* ndim) {
   return SAMBA_GUARDED({
-    require(t, "t");
-    require(dims, "dims");
+    out_param(dims, "dims");
     require(ndim, "ndim");
+    require(t, "t");
     *dims = impl(t)->shape.data();
     *ndim = impl(t)->shape.size();
   });
@@ -114,9 +123,9 @@ samba_status samba_tensor_shape(const samba_tensor* t, const int64_t** dims, siz
 
 samba_status samba_tensor_strides(const samba_tensor* t, const int64_t** strides, size_t* ndim) {
   return SAMBA_GUARDED({
-    require(t, "t");
-    require(strides, "strides");
+    out_param(strides, "strides");
     require(ndim, "ndim");
+    require(t, "t");
     *strides = impl(t)->strides.data();
     *ndim = impl(t)->strides.size();
   });
@@ -171,8 +180,8 @@ samba_status samba_tensor_copy_from(samba_tensor* t, const void* src, size_t nby
                 dims_str(dst.shape()), dtype_name(dst.dtype()), dst.nbytes());
     if (nbytes) require(src, "src");
     dst.raw_data();  // fails before anything is written when there is no data
-    Tensor s = Tensor::view_of(Storage::borrow(const_cast<void*>(src), nbytes), dst.dtype(), dst.shape(),
-                               contiguous_strides(dst.shape()), 0);
+    Tensor s = Tensor::view_of(Storage::borrow(const_cast<void*>(src), nbytes), dst.dtype(),
+                               dst.shape(), contiguous_strides(dst.shape()), 0);
     dst.copy_from(s);
   });
 }
@@ -210,8 +219,8 @@ samba_status samba_tensor_item_int(const samba_tensor* t, int64_t* out) {
 
 samba_status samba_tensor_name(const samba_tensor* t, const char** out) {
   return SAMBA_GUARDED({
+    out_param(out, "out");
     require(t, "t");
-    require(out, "out");
     *out = impl(t)->name.c_str();
   });
 }
@@ -226,8 +235,8 @@ samba_status samba_tensor_set_name(samba_tensor* t, const char* name) {
 
 samba_status samba_tensor_region_name(const samba_tensor* t, const char** out) {
   return SAMBA_GUARDED({
+    out_param(out, "out");
     require(t, "t");
-    require(out, "out");
     *out = impl(t)->region_name.empty() ? impl(t)->name.c_str() : impl(t)->region_name.c_str();
   });
 }
@@ -254,11 +263,12 @@ samba_status samba_tensor_set_requires_grad(samba_tensor* t, int32_t requires_gr
     TensorImpl* ti = impl(t);
     if (requires_grad)
       SAMBA_CHECK(is_floating(ti->dtype), Status::DTypeMismatch,
-                  "only floating-point tensors can require grad; this one is {}", dtype_name(ti->dtype));
+                  "only floating-point tensors can require grad; this one is {}",
+                  dtype_name(ti->dtype));
     SAMBA_CHECK(!ti->grad_fn || requires_grad, Status::InvalidState,
-                "requires_grad can only be cleared on leaf tensors; this one was computed by op '{}' "
-                "(detach it first)",
-                "a recorded");
+                "requires_grad can only be cleared on leaf tensors; this one was computed by op "
+                "'{}' (detach it first)",
+                ti->grad_fn->op ? ti->grad_fn->op->name : std::string("?"));
     ti->requires_grad = requires_grad != 0;
   });
 }
@@ -279,7 +289,8 @@ samba_status samba_tensor_set_grad(samba_tensor* t, samba_tensor* grad) {
       SAMBA_CHECK(impl(grad)->shape == ti->shape, Status::ShapeMismatch,
                   "grad of shape {} does not match tensor of shape {}", dims_str(impl(grad)->shape),
                   dims_str(ti->shape));
-      SAMBA_CHECK(impl(grad)->dtype == ti->dtype, Status::DTypeMismatch, "grad of dtype {} does not match tensor of dtype {}",
+      SAMBA_CHECK(impl(grad)->dtype == ti->dtype, Status::DTypeMismatch,
+                  "grad of dtype {} does not match tensor of dtype {}",
                   dtype_name(impl(grad)->dtype), dtype_name(ti->dtype));
       SAMBA_CHECK(impl(grad) != ti, Status::InvalidArgument, "a tensor cannot be its own grad");
     }

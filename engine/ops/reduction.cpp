@@ -1,57 +1,216 @@
-// Reductions over dims with keepdim.
-#include <numeric>
+// Reductions over dims with keepdim: sum, mean, max and min (values, like
+// torch.amax/amin), argmax and argmin.
+#include <cmath>
+#include <limits>
 
 #include "engine/ops/op_util.h"
+#include "engine/ops/reduce_kernel_util.h"
 
 namespace samba::ops {
 namespace {
 
-// The dims a reduction covers: all when the `dim` attribute is absent or empty.
-std::vector<bool> reduced_mask(const Tensor& x, const Attrs& a, const char* what) {
-  std::vector<bool> mask(x.dim(), !a.has("dim") || a.ints("dim").empty());
-  if (a.has("dim"))
-    for (int64_t d : a.ints("dim")) {
-      int64_t w = wrap_dim(d, x.dim(), what);
-      SAMBA_CHECK(x.dim() == 0 || !mask[w] || a.ints("dim").empty(), Status::InvalidArgument,
-                  "{}: dim {} appears more than once", what, d);
-      if (x.dim() > 0) mask[w] = true;
+using reduce::is_nan;
+using reduce::natural_sum_dtype;
+
+// out = scale * (sum of x over rd's dims); out has natural_sum_dtype(x).
+void sum_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out, double scale) {
+  ReduceLayout l = reduce_layout(x, rd.mask);
+  SAMBA_DISPATCH_ALL(x.dtype(), "sum", [&] {
+    using Acc = reduce::sum_acc_t<scalar_t>;
+    using O = reduce::sum_out_t<scalar_t>;
+    O* po = out.data<O>();
+    auto load = [](scalar_t v, int64_t) { return static_cast<Acc>(v); };
+    auto add = [](Acc a, Acc b) { return a + b; };
+    if constexpr (std::is_floating_point_v<Acc>) {
+      if (scale != 1.0) {
+        const Acc s = static_cast<Acc>(scale);
+        reduce::run<scalar_t, Acc>(l, Acc(0), load, add,
+                                   [&](int64_t o, Acc v) { po[o] = convert_value<O>(v * s); });
+        return;
+      }
     }
-  return mask;
+    reduce::run<scalar_t, Acc>(l, Acc(0), load, add,
+                               [&](int64_t o, Acc v) { po[o] = convert_value<O>(v); });
+  });
 }
 
-Dims reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  Dims out;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[d]) out.push_back(x.shape()[d]);
-    else if (keepdim) out.push_back(1);
-  }
-  return out;
+// The attributes a reduction's gradient rule passes on to a backward op.
+Attrs dims_attrs(const Attrs& a) { return {{"dim", *a.find("dim")}, {"keepdim", a.b("keepdim")}}; }
+
+// The gradient of a reduction that sums (scale = 1) or averages: g spread back over x.
+Tensor spread_back(const GradContext& c, double scale) {
+  const Tensor& x = c.inputs[0];
+  ReduceDims rd = reduce_dims(x.shape(), c.attrs, c.op.name.c_str());
+  Tensor g = c.grad_outputs[0];
+  if (scale != 1.0) g = call1("mul", {g, wrap_scalar(scale)});
+  g = call1("reshape", {g}, {{"shape", rd.kept_shape}});
+  return call1("expand", {g}, {{"shape", x.shape()}});
 }
 
-// Moves reduced dims last and makes the tensor contiguous, so every output
-// element reduces one contiguous row.
-Tensor reduced_last(const Tensor& x, const std::vector<bool>& mask, int64_t* rows, int64_t* len) {
-  Dims shape, strides;
-  int64_t r = 1, l = 1;
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (!mask[d]) shape.push_back(x.shape()[d]), strides.push_back(x.strides()[d]), r *= x.shape()[d];
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (mask[d]) shape.push_back(x.shape()[d]), strides.push_back(x.strides()[d]), l *= x.shape()[d];
-  *rows = r;
-  *len = l;
-  return x.as_strided(shape, strides, x.offset()).contiguous();
+void check_nonempty(const Tensor& x, const ReduceDims& rd, const char* op) {
+  SAMBA_CHECK(rd.count > 0, Status::InvalidArgument,
+              "{}: cannot reduce over zero elements (input shape {}); the reduced dims must not "
+              "have size 0",
+              op, dims_str(x.shape()));
 }
 
-DType sum_dtype(const Tensor& x, const Attrs& a) {
-  if (a.has("dtype")) return a.dtype("dtype");
-  return is_integral(x.dtype(), true) ? DType::Int64 : x.dtype();
+// max (kMax) or min over rd's dims; NaN wins, as in torch.amax.
+template <bool kMax>
+void extreme_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out) {
+  ReduceLayout l = reduce_layout(x, rd.mask);
+  SAMBA_DISPATCH_ALL(x.dtype(), kMax ? "max" : "min", [&] {
+    using A = acc_t<scalar_t>;
+    A init;
+    if constexpr (std::numeric_limits<A>::has_infinity)
+      init = kMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else
+      init = kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
+    scalar_t* po = out.data<scalar_t>();
+    reduce::run<scalar_t, A>(
+        l, init, [](scalar_t v, int64_t) { return static_cast<A>(v); },
+        [](A a, A b) { return kMax ? reduce::max_nan(a, b) : reduce::min_nan(a, b); },
+        [&](int64_t o, A v) { po[o] = convert_value<scalar_t>(v); });
+  });
+}
+
+// Index of the max (kMax) or min along the reduced elements; the first on
+// ties, and the first NaN when there is one (NaN counts as the extreme).
+template <bool kMax>
+void arg_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out) {
+  ReduceLayout l = reduce_layout(x, rd.mask, false);
+  const int64_t A = l.outer, R = l.reduce, B = l.inner;
+  int64_t* po = out.data<int64_t>();
+  if (A * B == 0) return;
+  SAMBA_DISPATCH_ALL(x.dtype(), kMax ? "argmax" : "argmin", [&] {
+    using V = acc_t<scalar_t>;
+    auto better = [](V v, V best) {
+      if constexpr (kMax)
+        return v > best || (is_nan(v) && !is_nan(best));
+      else
+        return v < best || (is_nan(v) && !is_nan(best));
+    };
+    const scalar_t* base = l.base<scalar_t>();
+    // The best value of p[r0, r1) (unit stride) and its first index: a
+    // vectorized max/min pass, then a search for the first element equal to it.
+    auto id = [](scalar_t v, int64_t) { return static_cast<V>(v); };
+    auto pick = [](V a, V b) { return kMax ? reduce::max_nan(a, b) : reduce::min_nan(a, b); };
+    auto scan = [&](const scalar_t* p, int64_t r0, int64_t r1) {
+      const V best = reduce::accumulate_run(p + r0, r1 - r0, 0, static_cast<V>(p[r0]), id, pick);
+      int64_t at = r0;
+      if (is_nan(best))
+        while (!is_nan(static_cast<V>(p[at]))) ++at;
+      else
+        while (static_cast<V>(p[at]) != best) ++at;
+      return std::pair<V, int64_t>{best, at};
+    };
+    if (B == 1) {
+      const int64_t pieces = (R + reduce::kSplit - 1) / reduce::kSplit;
+      if (A < reduce::kFewResults && pieces > 1) {
+        std::vector<std::pair<V, int64_t>> part(A * pieces);
+        parallel_for(A * pieces, 1, [&](int64_t b, int64_t e) {
+          for (int64_t u = b; u < e; ++u) {
+            const int64_t r0 = (u % pieces) * reduce::kSplit;
+            part[u] =
+                scan(base + (u / pieces) * l.outer_stride, r0, std::min(R, r0 + reduce::kSplit));
+          }
+        });
+        for (int64_t a = 0; a < A; ++a) {
+          auto best = part[a * pieces];
+          for (int64_t k = 1; k < pieces; ++k)
+            if (better(part[a * pieces + k].first, best.first)) best = part[a * pieces + k];
+          po[a] = best.second;
+        }
+        return;
+      }
+      parallel_for(A, std::max<int64_t>(1, kMinGrain / R), [&](int64_t b, int64_t e) {
+        for (int64_t a = b; a < e; ++a) po[a] = scan(base + a * l.outer_stride, 0, R).second;
+      });
+      return;
+    }
+    const int64_t tiles = (B + reduce::kTile - 1) / reduce::kTile;
+    parallel_for(A * tiles, std::max<int64_t>(1, kMinGrain / (R * std::min(B, reduce::kTile))),
+                 [&](int64_t b, int64_t e) {
+                   std::array<V, reduce::kTile> best;
+                   std::array<int64_t, reduce::kTile> at;
+                   for (int64_t u = b; u < e; ++u) {
+                     const int64_t a = u / tiles, b0 = (u % tiles) * reduce::kTile;
+                     const int64_t w = std::min(reduce::kTile, B - b0);
+                     const scalar_t* p = base + a * l.outer_stride + b0;
+                     for (int64_t j = 0; j < w; ++j) best[j] = static_cast<V>(p[j]), at[j] = 0;
+                     for (int64_t r = 1; r < R; ++r) {
+                       const scalar_t* row = p + r * l.reduce_stride;
+                       for (int64_t j = 0; j < w; ++j) {
+                         V v = static_cast<V>(row[j]);
+                         if (better(v, best[j])) best[j] = v, at[j] = r;
+                       }
+                     }
+                     for (int64_t j = 0; j < w; ++j) po[a * B + b0 + j] = at[j];
+                   }
+                 });
+  });
+}
+
+void def_extreme(OpRegistry& r, const char* name, bool is_max) {
+  r.def(name)
+      .doc(is_max ? "Largest value over `dim` (all dims when absent), like torch.amax; NaN wins."
+                  : "Smallest value over `dim` (all dims when absent), like torch.amin; NaN wins.")
+      .input("x")
+      .optional_attr("dim", AttrType::Ints, "dims to reduce; none or [] reduces all")
+      .attr("keepdim", AttrType::Bool, false)
+      .fusion(Fusion::Reduction)
+      .strided_inputs()
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& x = c.inputs[0];
+        ReduceDims rd = reduce_dims(x.shape(), c.attrs, c.op.name.c_str());
+        check_nonempty(x, rd, c.op.name.c_str());
+        return {{x.dtype(), rd.out_shape}};
+      })
+      .kernel([is_max](KernelContext& c) {
+        ReduceDims rd = reduce_dims(c.inputs[0].shape(), c.attrs, c.op.name.c_str());
+        if (is_max)
+          extreme_kernel<true>(c.inputs[0], rd, c.outputs[0]);
+        else
+          extreme_kernel<false>(c.inputs[0], rd, c.outputs[0]);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        return {call1("extremum_backward", {c.grad_outputs[0], c.inputs[0], c.outputs[0]},
+                      dims_attrs(c.attrs))};
+      });
+}
+
+void def_arg(OpRegistry& r, const char* name, bool is_max) {
+  r.def(name)
+      .doc(is_max ? "Index (int64) of the largest value along `dim`, or of the flattened input "
+                    "when `dim` is absent; the first one on ties."
+                  : "Index (int64) of the smallest value along `dim`, or of the flattened input "
+                    "when `dim` is absent; the first one on ties.")
+      .input("x")
+      .optional_attr("dim", AttrType::Int, "dim to reduce; none flattens the input")
+      .attr("keepdim", AttrType::Bool, false)
+      .fusion(Fusion::Reduction)
+      .strided_inputs()
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& x = c.inputs[0];
+        ReduceDims rd = reduce_one_dim(x.shape(), c.attrs, c.op.name.c_str());
+        check_nonempty(x, rd, c.op.name.c_str());
+        return {{DType::Int64, rd.out_shape}};
+      })
+      .kernel([is_max](KernelContext& c) {
+        ReduceDims rd = reduce_one_dim(c.inputs[0].shape(), c.attrs, c.op.name.c_str());
+        if (is_max)
+          arg_kernel<true>(c.inputs[0], rd, c.outputs[0]);
+        else
+          arg_kernel<false>(c.inputs[0], rd, c.outputs[0]);
+      });
 }
 
 }  // namespace
 
 void register_reduction(OpRegistry& r) {
   r.def("sum")
-      .doc("Sum over `dim` (all dims when absent), keeping reduced dims as size 1 when keepdim.")
+      .doc(
+          "Sum over `dim` (all dims when absent), keeping reduced dims as size 1 when keepdim. "
+          "Integers and bool sum to int64.")
       .input("x")
       .optional_attr("dim", AttrType::Ints, "dims to reduce; none or [] reduces all")
       .attr("keepdim", AttrType::Bool, false)
@@ -60,34 +219,100 @@ void register_reduction(OpRegistry& r) {
       .strided_inputs()
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor& x = c.inputs[0];
-        auto mask = reduced_mask(x, c.attrs, "sum");
-        return {{sum_dtype(x, c.attrs), reduced_shape(x, mask, c.attrs.b("keepdim"))}};
+        DType dt = c.attrs.has("dtype") ? c.attrs.dtype("dtype") : natural_sum_dtype(x.dtype());
+        SAMBA_CHECK(dt != DType::Bool, Status::DTypeMismatch,
+                    "sum: dtype bool cannot hold a sum; use int64 or a floating dtype");
+        return {{dt, reduce_dims(x.shape(), c.attrs, "sum").out_shape}};
       })
       .kernel([](KernelContext& c) {
         const Tensor& out = c.outputs[0];
-        Tensor x = as_dtype(c.inputs[0], out.dtype());
-        int64_t rows, len;
-        Tensor xr = reduced_last(x, reduced_mask(c.inputs[0], c.attrs, "sum"), &rows, &len);
-        SAMBA_DISPATCH_NUMERIC(out.dtype(), "sum", [&] {
-          using A = std::conditional_t<std::is_floating_point_v<acc_t<scalar_t>>, double, acc_t<scalar_t>>;
-          const scalar_t* px = xr.data<scalar_t>();
-          scalar_t* po = out.data<scalar_t>();
-          parallel_for(rows, std::max<int64_t>(1, kMinGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
-            for (int64_t i = b; i < e; ++i) {
-              A acc = 0;
-              const scalar_t* row = px + i * len;
-              for (int64_t j = 0; j < len; ++j) acc += static_cast<A>(row[j]);
-              po[i] = convert_value<scalar_t>(acc);
-            }
-          });
-        });
+        const Tensor& x = c.inputs[0];
+        ReduceDims rd = reduce_dims(x.shape(), c.attrs, "sum");
+        sum_kernel(natural_sum_dtype(x.dtype()) == out.dtype() ? x : x.to(out.dtype()), rd, out,
+                   1.0);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> { return {spread_back(c, 1.0)}; });
+
+  r.def("mean")
+      .doc(
+          "Mean over `dim` (all dims when absent), keeping reduced dims as size 1 when keepdim. "
+          "Needs a floating input or a floating `dtype`.")
+      .input("x")
+      .optional_attr("dim", AttrType::Ints, "dims to reduce; none or [] reduces all")
+      .attr("keepdim", AttrType::Bool, false)
+      .optional_attr("dtype", AttrType::DType, "accumulate and return in this floating dtype")
+      .fusion(Fusion::Reduction)
+      .strided_inputs()
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& x = c.inputs[0];
+        DType dt = c.attrs.has("dtype") ? c.attrs.dtype("dtype") : x.dtype();
+        SAMBA_CHECK(is_floating(dt), Status::DTypeMismatch,
+                    "mean: {} {} is not floating; mean needs a floating input or a floating dtype "
+                    "attribute",
+                    c.attrs.has("dtype") ? "dtype" : "input dtype", dtype_name(dt));
+        return {{dt, reduce_dims(x.shape(), c.attrs, "mean").out_shape}};
+      })
+      .kernel([](KernelContext& c) {
+        const Tensor& out = c.outputs[0];
+        ReduceDims rd = reduce_dims(c.inputs[0].shape(), c.attrs, "mean");
+        sum_kernel(as_dtype(c.inputs[0], out.dtype()), rd, out,
+                   1.0 / static_cast<double>(rd.count));
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
-        const Tensor& x = c.inputs[0];
-        auto mask = reduced_mask(x, c.attrs, "sum");
-        Dims kept = reduced_shape(x, mask, true);
-        Tensor g = call1("reshape", {c.grad_outputs[0]}, {{"shape", kept}});
-        return {call1("expand", {g}, {{"shape", x.shape()}})};
+        ReduceDims rd = reduce_dims(c.inputs[0].shape(), c.attrs, "mean");
+        return {spread_back(c, 1.0 / static_cast<double>(rd.count))};
+      });
+
+  def_extreme(r, "max", true);
+  def_extreme(r, "min", false);
+  def_arg(r, "argmax", true);
+  def_arg(r, "argmin", false);
+
+  r.def("extremum_backward")
+      .doc(
+          "Gradient of max/min over `dim`: grad shared evenly among the elements of x equal to "
+          "the result.")
+      .input("grad", "gradient of the result")
+      .input("x", "the reduced input")
+      .input("result", "max or min of x over `dim`")
+      .optional_attr("dim", AttrType::Ints, "dims that were reduced; none or [] means all")
+      .attr("keepdim", AttrType::Bool, false)
+      .fusion(Fusion::Opaque)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& x = c.inputs[1];
+        ReduceDims rd = reduce_dims(x.shape(), c.attrs, "extremum_backward");
+        for (int i : {0, 2})
+          SAMBA_CHECK(c.inputs[i].shape() == rd.out_shape, Status::ShapeMismatch,
+                      "extremum_backward: {} has shape {}; expected {}", i == 0 ? "grad" : "result",
+                      dims_str(c.inputs[i].shape()), dims_str(rd.out_shape));
+        SAMBA_CHECK(is_floating(x.dtype()), Status::DTypeMismatch,
+                    "extremum_backward: x has dtype {}; gradients need a floating dtype",
+                    dtype_name(x.dtype()));
+        return {meta_of(x)};
+      })
+      .kernel([](KernelContext& c) {
+        const Tensor& out = c.outputs[0];
+        const Tensor& x = c.inputs[1];
+        ReduceDims rd = reduce_dims(x.shape(), c.attrs, "extremum_backward");
+        SAMBA_DISPATCH_FLOAT(out.dtype(), "extremum_backward", [&] {
+          using A = reduce::compute_t<scalar_t>;
+          constexpr DType kA = dtype_of<A>();
+          Tensor xa = as_dtype(x, kA);
+          Tensor res = reshaped(as_dtype(c.inputs[2], kA), rd.kept_shape);
+          Tensor g = as_dtype(c.inputs[0], kA);
+          const A* pr = res.data<A>();
+          const A* pg = g.data<A>();
+          Tensor share = Tensor::empty(rd.kept_shape, kA);
+          A* ps = share.data<A>();
+          reduce::run<A, int64_t>(
+              reduce_layout(xa, rd.mask), 0,
+              [pr](A v, int64_t o) { return static_cast<int64_t>(v == pr[o]); },
+              [](int64_t a, int64_t b) { return a + b; },
+              [&](int64_t o, int64_t n) { ps[o] = n > 0 ? pg[o] / static_cast<A>(n) : A(0); });
+          reduce::broadcast_map<scalar_t, A, 3>(out, {xa, res, share}, [](A v, A m, A s) {
+            return convert_value<scalar_t>(v == m ? s : A(0));
+          });
+        });
       });
 }
 

@@ -367,7 +367,15 @@ std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const 
       for (const auto& t : inputs) all &= !t.defined() || t.is_contiguous();
       if (!all) {
         contiguous_in.reserve(inputs.size());
-        for (const auto& t : inputs) contiguous_in.push_back(t.defined() ? t.contiguous() : t);
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const Tensor& t = inputs[i];
+          const InputSpec& spec = op.inputs[std::min(i, op.inputs.size() - 1)];
+          // A copy of an input the op writes in place would lose the update.
+          SAMBA_CHECK(!spec.mutated || !t.defined() || t.is_contiguous(), Status::InvalidArgument,
+                      "op '{}': input '{}' is updated in place and must be contiguous (strides {})",
+                      op.name, spec.name, dims_str(t.strides()));
+          contiguous_in.push_back(t.defined() ? t.contiguous() : t);
+        }
         kin = contiguous_in;
       }
     }

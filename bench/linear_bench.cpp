@@ -1,0 +1,161 @@
+// GEMM throughput of the contraction ops: linear forward (the MLP layer
+// shape 1024 x 784 -> 2048 with bias), the two backward products of that
+// layer (dX = dY W, dW = dYᵀ X), a smaller layer, the raw GEMM layer with
+// each fused epilogue, and Eigen's own single-threaded SGEMM of the same
+// shape as the per-core reference. Figures are GFLOP/s (2 m n k per product).
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <Eigen/Core>
+
+#include "engine/core/parallel.h"
+#include "engine/ops/autograd.h"
+#include "engine/ops/gemm_util.h"
+#include "engine/ops/registry.h"
+
+using namespace samba;
+
+namespace {
+
+Tensor filled(const Dims& shape, float scale) {
+  Tensor t = Tensor::empty(shape, DType::Float32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = scale * static_cast<float>((i * 7919) % 1000 - 500) / 500.0f;
+  return t;
+}
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Reports GFLOPS (per second of wall time) and, because this machine is
+// shared, GFLOP per CPU-second of this process: with other jobs running the
+// second is the steadier measure of what the kernel does with the cores it gets.
+class FlopCounter {
+ public:
+  FlopCounter(benchmark::State& state, double m, double n, double k)
+      : state_(state), flops_(2.0 * m * n * k), cpu0_(process_cpu_seconds()) {}
+  ~FlopCounter() {
+    const double cpu = process_cpu_seconds() - cpu0_;
+    state_.counters["GFLOPS"] =
+        benchmark::Counter(flops_ * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    if (cpu > 0)
+      state_.counters["GFLOP_per_cpu_s"] =
+          flops_ * 1e-9 * static_cast<double>(state_.iterations()) / cpu;
+  }
+
+ private:
+  benchmark::State& state_;
+  double flops_, cpu0_;
+};
+
+// Runs the body on a pool of `threads` (the session's pool when 0) with the
+// given float kernel.
+template <typename F>
+void on_pool(int threads, ops::GemmKernel kernel, F body) {
+  ops::set_gemm_kernel(kernel);
+  if (threads == 0) {
+    body();
+  } else {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    body();
+  }
+  ops::set_gemm_kernel(ops::GemmKernel::Auto);
+}
+
+// Args: batch, in, out, threads (0 = the default pool), kernel (0 = auto, 1 = Eigen tiles).
+void BM_LinearForward(benchmark::State& state) {
+  const int64_t batch = state.range(0), in = state.range(1), out = state.range(2);
+  const auto kernel = state.range(4) ? ops::GemmKernel::Eigen : ops::GemmKernel::Auto;
+  on_pool(static_cast<int>(state.range(3)), kernel, [&] {
+    Tensor x = filled({batch, in}, 1.0f), w = filled({out, in}, 0.05f), b = filled({out}, 0.1f);
+    autograd::NoGradGuard ng;
+    FlopCounter fc(state, batch, out, in);
+    for (auto _ : state) benchmark::DoNotOptimize(call1("linear", {x, w, b}));
+  });
+}
+BENCHMARK(BM_LinearForward)
+    ->ArgNames({"batch", "in", "out", "threads", "eigen"})
+    ->Args({1024, 784, 2048, 0, 0})
+    ->Args({1024, 784, 2048, 0, 1})
+    ->Args({1024, 784, 2048, 1, 0})
+    ->Args({256, 784, 1024, 0, 0})
+    ->Args({256, 784, 1024, 0, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// dX = dY W: (batch, out) @ (out, in).
+void BM_LinearBackwardInput(benchmark::State& state) {
+  const int64_t batch = state.range(0), in = state.range(1), out = state.range(2);
+  Tensor dy = filled({batch, out}, 1.0f), w = filled({out, in}, 0.05f);
+  autograd::NoGradGuard ng;
+  FlopCounter fc(state, batch, in, out);
+  for (auto _ : state) benchmark::DoNotOptimize(call1("matmul", {dy, w}));
+}
+BENCHMARK(BM_LinearBackwardInput)
+    ->ArgNames({"batch", "in", "out"})
+    ->Args({1024, 784, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// dW = dYᵀ X: (out, batch) @ (batch, in) with dY read transposed in place.
+void BM_LinearBackwardWeight(benchmark::State& state) {
+  const int64_t batch = state.range(0), in = state.range(1), out = state.range(2);
+  Tensor dy = filled({batch, out}, 1.0f), x = filled({batch, in}, 1.0f);
+  autograd::NoGradGuard ng;
+  FlopCounter fc(state, out, in, batch);
+  for (auto _ : state) benchmark::DoNotOptimize(call1("matmul_tn", {dy, x}));
+}
+BENCHMARK(BM_LinearBackwardWeight)
+    ->ArgNames({"batch", "in", "out"})
+    ->Args({1024, 784, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The GEMM layer alone (no op dispatch, output reused) with bias and each activation.
+void BM_GemmEpilogue(benchmark::State& state) {
+  const int64_t m = 1024, k = 784, n = 2048;
+  const auto act = static_cast<ops::Activation>(state.range(0));
+  Tensor x = filled({m, k}, 1.0f), w = filled({n, k}, 0.05f), b = filled({n}, 0.1f);
+  Tensor c = Tensor::empty({m, n}, DType::Float32);
+  ops::GemmArgs<float> g;
+  g.m = m, g.n = n, g.k = k;
+  g.a = {x.data<float>(), k, false};
+  g.b = {w.data<float>(), k, true};
+  g.c = c.data<float>();
+  g.ldc = n;
+  g.bias = b.data<float>();
+  g.act = act;
+  FlopCounter fc(state, m, n, k);
+  for (auto _ : state) {
+    ops::gemm(g);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("bias+" + std::string(ops::activation_name(act)));
+}
+BENCHMARK(BM_GemmEpilogue)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Eigen's single-threaded SGEMM of the linear forward shape: the per-core reference.
+void BM_EigenSgemmSingleThread(benchmark::State& state) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Mat x = Mat::Random(m, k), w = Mat::Random(n, k), c(m, n);
+  FlopCounter fc(state, m, n, k);
+  for (auto _ : state) {
+    c.noalias() = x * w.transpose();
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_EigenSgemmSingleThread)
+    ->ArgNames({"m", "k", "n"})
+    ->Args({1024, 784, 2048})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,218 @@
+// 2-D convolution and transposed convolution (NCHW, PyTorch semantics).
+// Gradients are the two adjoints of conv2d, registered as ops of their own:
+// conv2d_backward_input (which is also conv_transpose2d's forward) and
+// conv2d_backward_weight. Each adjoint's gradient is again a convolution, so
+// every op here can be differentiated twice.
+#include "engine/ops/conv_gemm_util.h"
+#include "engine/ops/op_util.h"
+
+namespace samba::ops {
+namespace {
+
+constexpr const char* kConv = "conv2d";
+constexpr const char* kInputGrad = "conv2d_backward_input";
+constexpr const char* kWeightGrad = "conv2d_backward_weight";
+constexpr const char* kTranspose = "conv_transpose2d";
+
+OpBuilder& with_conv_attrs(OpBuilder& b) {
+  return b
+      .attr("stride", AttrType::Ints, std::vector<int64_t>{1, 1}, "step (h, w), or one for both")
+      .attr("padding", AttrType::Ints, std::vector<int64_t>{0, 0},
+            "zeros added on each side (h, w)")
+      .attr("dilation", AttrType::Ints, std::vector<int64_t>{1, 1}, "spacing of kernel taps (h, w)")
+      .attr("groups", AttrType::Int, int64_t{1}, "channel groups convolved independently");
+}
+
+const Tensor& optional_at(std::span<const Tensor> in, size_t i) {
+  static const Tensor kNone;
+  return i < in.size() ? in[i] : kNone;
+}
+
+Attrs with(Attrs a, const char* name, AttrValue v) {
+  a.set(name, std::move(v));
+  return a;
+}
+
+ConvGeometry conv2d_geometry(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Tensor& bias = optional_at(in, 2);
+  check_conv_dtypes(kConv, x, "x", w, "weight", bias);
+  ConvGeometry g = conv_geometry(kConv, x.shape(), w.shape(), conv_params(a, kConv));
+  check_bias(kConv, bias, g.out_channels, w.shape());
+  return g;
+}
+
+// The conv2d whose output gradient `grad` is, for an input of `input_size`.
+ConvGeometry input_grad_geometry(const Tensor& grad, const Tensor& w, const Attrs& a) {
+  check_conv_dtypes(kInputGrad, grad, "grad", w, "weight", Tensor());
+  const Dims input_size = input_size_attr(a, kInputGrad);
+  ConvGeometry g =
+      conv_geometry(kInputGrad, input_size, w.shape(), conv_params(a, kInputGrad), "input_size");
+  SAMBA_CHECK(grad.shape() == g.output_shape(), Status::ShapeMismatch,
+              "{}: grad has shape {}, but conv2d of input_size {} with weight shape {} gives {}",
+              kInputGrad, dims_str(grad.shape()), dims_str(input_size), dims_str(w.shape()),
+              dims_str(g.output_shape()));
+  return g;
+}
+
+ConvGeometry weight_grad_geometry(const Tensor& grad, const Tensor& x, const Attrs& a) {
+  check_conv_dtypes(kWeightGrad, grad, "grad", x, "x", Tensor());
+  const auto& ws = a.ints("weight_size");
+  const Dims weight_size(ws.begin(), ws.end());
+  ConvGeometry g = conv_geometry(kWeightGrad, x.shape(), weight_size, conv_params(a, kWeightGrad));
+  SAMBA_CHECK(grad.shape() == g.output_shape(), Status::ShapeMismatch,
+              "{}: grad has shape {}, but conv2d of x shape {} with weight_size {} gives {}",
+              kWeightGrad, dims_str(grad.shape()), dims_str(x.shape()), dims_str(weight_size),
+              dims_str(g.output_shape()));
+  return g;
+}
+
+ConvGeometry transpose_geometry(std::span<const Tensor> in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Tensor& bias = optional_at(in, 2);
+  check_conv_dtypes(kTranspose, x, "x", w, "weight", bias);
+  ConvGeometry g =
+      conv_transpose_geometry(kTranspose, x.shape(), w.shape(), conv_params(a, kTranspose),
+                              int_pair(a, kTranspose, "output_padding"));
+  check_bias(kTranspose, bias, g.in_channels, w.shape());
+  return g;
+}
+
+Tensor bias_grad(const Tensor& grad) {
+  return call1("sum", {grad}, {{"dim", bias_grad_dims(grad.shape())}});
+}
+
+}  // namespace
+
+void register_convolution(OpRegistry& r) {
+  with_conv_attrs(
+      r.def(kConv)
+          .doc("2-D convolution (cross-correlation) of x (N, C, H, W) or (C, H, W) with weight "
+               "(O, C/groups, kH, kW), plus bias (O) when given.")
+          .input("x", "(N, C, H, W) or (C, H, W)")
+          .input("weight", "(O, C/groups, kH, kW)")
+          .optional_input("bias", "(O)"))
+      .fusion(Fusion::Contraction)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        return {{c.inputs[0].dtype(), conv2d_geometry(c.inputs, c.attrs).output_shape()}};
+      })
+      .kernel([](KernelContext& c) {
+        conv2d_forward(conv2d_geometry(c.inputs, c.attrs), c.inputs[0], c.inputs[1],
+                       optional_at(c.inputs, 2), c.outputs[0]);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        const Tensor& g = c.grad_outputs[0];
+        const Tensor& x = c.inputs[0];
+        const Tensor& w = c.inputs[1];
+        const Attrs conv = conv_attrs(conv_params(c.attrs, kConv));
+        std::vector<Tensor> grads(c.inputs.size());
+        if (c.needs_grad(0))
+          grads[0] = call1(kInputGrad, {g, w}, with(conv, "input_size", x.shape()));
+        if (c.needs_grad(1))
+          grads[1] = call1(kWeightGrad, {g, x}, with(conv, "weight_size", w.shape()));
+        if (c.needs_grad(2)) grads[2] = bias_grad(g);
+        return grads;
+      });
+
+  with_conv_attrs(
+      r.def(kInputGrad)
+          .doc("Gradient of conv2d with respect to its input: the transposed convolution of grad "
+               "with weight, shaped input_size.")
+          .input("grad", "gradient of conv2d's output")
+          .input("weight", "(O, C/groups, kH, kW)")
+          .required_attr("input_size", AttrType::Ints, "shape of conv2d's input"))
+      .fusion(Fusion::Contraction)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        return {{c.inputs[0].dtype(),
+                 input_grad_geometry(c.inputs[0], c.inputs[1], c.attrs).input_shape()}};
+      })
+      .kernel([](KernelContext& c) {
+        conv2d_input_grad(input_grad_geometry(c.inputs[0], c.inputs[1], c.attrs), c.inputs[0],
+                          c.inputs[1], c.outputs[0]);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        // out = A_w^T grad, with A_w the conv2d by w: linear in grad and in w.
+        const Tensor& gg = c.grad_outputs[0];
+        const Tensor& grad = c.inputs[0];
+        const Tensor& w = c.inputs[1];
+        const Attrs conv = conv_attrs(conv_params(c.attrs, kInputGrad));
+        std::vector<Tensor> grads(2);
+        if (c.needs_grad(0)) grads[0] = call1(kConv, {gg, w}, conv);
+        if (c.needs_grad(1))
+          grads[1] = call1(kWeightGrad, {grad, gg}, with(conv, "weight_size", w.shape()));
+        return grads;
+      });
+
+  with_conv_attrs(
+      r.def(kWeightGrad)
+          .doc("Gradient of conv2d with respect to its weight, for input x and output gradient "
+               "grad.")
+          .input("grad", "gradient of conv2d's output")
+          .input("x", "conv2d's input")
+          .required_attr("weight_size", AttrType::Ints, "shape of conv2d's weight"))
+      .fusion(Fusion::Contraction)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        return {{c.inputs[0].dtype(),
+                 weight_grad_geometry(c.inputs[0], c.inputs[1], c.attrs).weight_shape()}};
+      })
+      .kernel([](KernelContext& c) {
+        conv2d_weight_grad(weight_grad_geometry(c.inputs[0], c.inputs[1], c.attrs), c.inputs[0],
+                           c.inputs[1], c.outputs[0]);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        // <gg, dW(grad, x)> = <grad, conv2d(x, gg)> = <conv2d_backward_input(grad, gg), x>.
+        const Tensor& gg = c.grad_outputs[0];
+        const Tensor& grad = c.inputs[0];
+        const Tensor& x = c.inputs[1];
+        const Attrs conv = conv_attrs(conv_params(c.attrs, kWeightGrad));
+        std::vector<Tensor> grads(2);
+        if (c.needs_grad(0)) grads[0] = call1(kConv, {x, gg}, conv);
+        if (c.needs_grad(1))
+          grads[1] = call1(kInputGrad, {grad, gg}, with(conv, "input_size", x.shape()));
+        return grads;
+      });
+
+  r.def(kTranspose)
+      .doc(
+          "2-D transposed convolution of x (N, C_in, H, W) or (C_in, H, W) with weight "
+          "(C_in, C_out/groups, kH, kW), plus bias (C_out) when given: the gradient of conv2d "
+          "with respect to its input.")
+      .input("x", "(N, C_in, H, W) or (C_in, H, W)")
+      .input("weight", "(C_in, C_out/groups, kH, kW)")
+      .optional_input("bias", "(C_out)")
+      .attr("stride", AttrType::Ints, std::vector<int64_t>{1, 1}, "step (h, w), or one for both")
+      .attr("padding", AttrType::Ints, std::vector<int64_t>{0, 0},
+            "rows/cols removed from each side of the full output (h, w)")
+      .attr("output_padding", AttrType::Ints, std::vector<int64_t>{0, 0},
+            "extra rows/cols on the bottom/right of the output; smaller than stride")
+      .attr("groups", AttrType::Int, int64_t{1}, "channel groups convolved independently")
+      .attr("dilation", AttrType::Ints, std::vector<int64_t>{1, 1}, "spacing of kernel taps (h, w)")
+      .fusion(Fusion::Contraction)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        return {{c.inputs[0].dtype(), transpose_geometry(c.inputs, c.attrs).input_shape()}};
+      })
+      .kernel([](KernelContext& c) {
+        const ConvGeometry g = transpose_geometry(c.inputs, c.attrs);
+        conv2d_input_grad(g, c.inputs[0], c.inputs[1], c.outputs[0]);
+        if (const Tensor& bias = optional_at(c.inputs, 2); bias.defined())
+          add_channel_bias(c.outputs[0], bias, g.batch);
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        // out = A_w^T x with A_w the conv2d by w, so d/dx = A_w gy and d/dw
+        // is conv2d's weight gradient with the roles of input and output swapped.
+        const Tensor& gy = c.grad_outputs[0];
+        const Tensor& x = c.inputs[0];
+        const Tensor& w = c.inputs[1];
+        const Attrs conv = conv_attrs(conv_params(c.attrs, kTranspose));
+        std::vector<Tensor> grads(c.inputs.size());
+        if (c.needs_grad(0)) grads[0] = call1(kConv, {gy, w}, conv);
+        if (c.needs_grad(1))
+          grads[1] = call1(kWeightGrad, {x, gy}, with(conv, "weight_size", w.shape()));
+        if (c.needs_grad(2)) grads[2] = bias_grad(gy);
+        return grads;
+      });
+}
+
+}  // namespace samba::ops

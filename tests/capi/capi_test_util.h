@@ -1,0 +1,146 @@
+/* Tiny assertion kit shared by the plain-C tests of samba.h. Every failed
+ * check prints where it failed and the library's last error, then exits. */
+#ifndef SAMBA_CAPI_TEST_UTIL_H
+#define SAMBA_CAPI_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "samba.h"
+
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              samba_last_error_message());                                                     \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+/* The call must succeed. */
+#define CHECK_OK(expr)                                                          \
+  do {                                                                          \
+    samba_status check_status_ = (expr);                                        \
+    if (check_status_ != SAMBA_OK) {                                            \
+      fprintf(stderr, "%s:%d: %s returned %s: %s\n", __FILE__, __LINE__, #expr, \
+              samba_status_name(check_status_), samba_last_error_message());    \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+/* The call must fail with `code`, and the error message must contain
+ * `keyword` (which names the problem). */
+#define CHECK_FAILS(expr, code, keyword)                                                 \
+  do {                                                                                   \
+    samba_status check_status_ = (expr);                                                 \
+    const char* check_msg_ = samba_last_error_message();                                 \
+    if (check_status_ != (code) || samba_last_error_code() != (code) || !check_msg_ ||   \
+        !*check_msg_ || !strstr(check_msg_, (keyword))) {                                \
+      fprintf(stderr,                                                                    \
+              "%s:%d: %s returned %s (expected %s) with message \"%s\" (expected it to " \
+              "mention \"%s\")\n",                                                       \
+              __FILE__, __LINE__, #expr, samba_status_name(check_status_),               \
+              samba_status_name(code), check_msg_ ? check_msg_ : "(null)", (keyword));   \
+      exit(1);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                              \
+  do {                                                                                     \
+    double check_a_ = (double)(a), check_b_ = (double)(b);                                 \
+    if (!(fabs(check_a_ - check_b_) <= (tol))) {                                           \
+      fprintf(stderr, "%s:%d: %s = %.10g, expected %s = %.10g (tolerance %g)\n", __FILE__, \
+              __LINE__, #a, check_a_, #b, check_b_, (double)(tol));                        \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A float32 tensor of `shape` holding `values` (numel of them). */
+static inline samba_tensor* make_f32(const float* values, const int64_t* shape, size_t ndim) {
+  samba_tensor* t = NULL;
+  int64_t n = 0;
+  CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, shape, ndim, &t));
+  CHECK_OK(samba_tensor_numel(t, &n));
+  CHECK_OK(samba_tensor_copy_from(t, values, (size_t)n * sizeof(float)));
+  return t;
+}
+
+static inline samba_tensor* make_f64(const double* values, const int64_t* shape, size_t ndim) {
+  samba_tensor* t = NULL;
+  int64_t n = 0;
+  CHECK_OK(samba_tensor_create(SAMBA_FLOAT64, shape, ndim, &t));
+  CHECK_OK(samba_tensor_numel(t, &n));
+  CHECK_OK(samba_tensor_copy_from(t, values, (size_t)n * sizeof(double)));
+  return t;
+}
+
+static inline samba_tensor* make_i64(const int64_t* values, const int64_t* shape, size_t ndim) {
+  samba_tensor* t = NULL;
+  int64_t n = 0;
+  CHECK_OK(samba_tensor_create(SAMBA_INT64, shape, ndim, &t));
+  CHECK_OK(samba_tensor_numel(t, &n));
+  CHECK_OK(samba_tensor_copy_from(t, values, (size_t)n * sizeof(int64_t)));
+  return t;
+}
+
+/* The tensor's values converted to double, in C order; the caller frees. */
+static inline double* values_of(samba_tensor* t, int64_t* n) {
+  samba_tensor* d = NULL;
+  double* out;
+  CHECK_OK(samba_tensor_to(t, SAMBA_FLOAT64, &d));
+  CHECK_OK(samba_tensor_numel(d, n));
+  out = (double*)malloc((size_t)(*n > 0 ? *n : 1) * sizeof(double));
+  CHECK(out != NULL);
+  CHECK_OK(samba_tensor_copy_to(d, out, (size_t)*n * sizeof(double)));
+  samba_tensor_release(d);
+  return out;
+}
+
+/* Checks shape and values (converted to double) against `want`. */
+#define CHECK_TENSOR(t, want_shape, want_values, tol)                                         \
+  check_tensor_at(__FILE__, __LINE__, (t), (want_shape), COUNT_OF(want_shape), (want_values), \
+                  COUNT_OF(want_values), (tol))
+
+static inline void check_tensor_at(const char* file, int line, samba_tensor* t,
+                                   const int64_t* shape, size_t ndim, const double* want, size_t n,
+                                   double tol) {
+  const int64_t* dims = NULL;
+  size_t rank = 0, i;
+  int64_t numel = 0;
+  double* got;
+  CHECK_OK(samba_tensor_shape(t, &dims, &rank));
+  if (rank != ndim || (ndim && memcmp(dims, shape, ndim * sizeof(int64_t)) != 0)) {
+    fprintf(stderr, "%s:%d: tensor has rank %zu shape [", file, line, rank);
+    for (i = 0; i < rank; ++i) fprintf(stderr, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    fprintf(stderr, "], expected rank %zu\n", ndim);
+    exit(1);
+  }
+  got = values_of(t, &numel);
+  if ((size_t)numel != n) {
+    fprintf(stderr, "%s:%d: tensor has %lld elements, expected %zu\n", file, line, (long long)numel,
+            n);
+    exit(1);
+  }
+  for (i = 0; i < n; ++i) {
+    if (!(fabs(got[i] - want[i]) <= tol)) {
+      fprintf(stderr, "%s:%d: element %zu is %.10g, expected %.10g\n", file, line, i, got[i],
+              want[i]);
+      exit(1);
+    }
+  }
+  free(got);
+}
+
+/* A single-dim index expression helper: x[i]. */
+static inline samba_index* index_of_int(int64_t i) {
+  samba_index* idx = NULL;
+  CHECK_OK(samba_index_create(&idx));
+  CHECK_OK(samba_index_add_int(idx, i));
+  return idx;
+}
+
+#endif /* SAMBA_CAPI_TEST_UTIL_H */
