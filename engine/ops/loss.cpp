@@ -11,7 +11,6 @@ namespace samba::ops {
 namespace {
 
 using namespace loss;
-using reduce::compute_t;
 
 // What cross_entropy needs to know besides the tensors.
 struct CrossEntropyArgs {

@@ -1,6 +1,7 @@
 // Pointwise losses with PyTorch's semantics: mse_loss and l1_loss (with
 // broadcasting) and binary_cross_entropy_with_logits (computed stably), with
-// the fused backward ops their gradients use.
+// the fused backward ops their gradients use. Kernels compute in float or
+// double (reduce::with_compute_output) and are compiled for those two only.
 #include <cmath>
 
 #include "engine/ops/op_util.h"
@@ -10,42 +11,38 @@ namespace samba::ops {
 namespace {
 
 using namespace loss;
-using reduce::compute_t;
 
-// Loss elements f(...) over the broadcast shape of `in`, reduced as `r` into out.
-template <size_t K, typename F>
+// Loss elements f(...) over the broadcast shape of `in`, reduced as `r` into
+// out (compute type A).
+template <typename A, size_t K, typename F>
 void pointwise_loss(const Tensor& out, const std::array<Tensor, K>& in, Reduction r, F f) {
   Dims shape = broadcast_all(std::span<const Tensor>(in.data(), K), "loss");
-  SAMBA_DISPATCH_FLOAT(out.dtype(), "loss", [&] {
-    using A = compute_t<scalar_t>;
-    std::array<Tensor, K> ina;
-    for (size_t k = 0; k < K; ++k) ina[k] = as_dtype(in[k], dtype_of<A>());
-    if (r == Reduction::None) {
-      reduce::broadcast_map<scalar_t, A, K>(
-          out, ina, [&](auto... v) { return convert_value<scalar_t>(f(v...)); });
-      return;
+  std::array<Tensor, K> ina;
+  for (size_t k = 0; k < K; ++k) ina[k] = as_dtype(in[k], dtype_of<A>());
+  if (r == Reduction::None) {
+    reduce::broadcast_map<A, A, K>(out, ina, [&](auto... v) { return static_cast<A>(f(v...)); });
+    return;
+  }
+  const int64_t n = numel_of(shape);
+  const A scale = r == Reduction::Sum ? A(1) : A(1) / static_cast<A>(n);
+  bool same_shape = true;
+  for (const Tensor& t : ina) same_shape &= t.shape() == shape && t.is_contiguous();
+  A total;
+  if (same_shape) {
+    // No broadcasting: sum the loss elements as they are computed.
+    std::array<const A*, K> p;
+    for (size_t k = 0; k < K; ++k) p[k] = ina[k].template data<A>();
+    total = [&]<size_t... I>(std::index_sequence<I...>) {
+      return reduce::sum_indexed<A>(n, [&](int64_t i) { return static_cast<A>(f(p[I][i]...)); });
     }
-    const int64_t n = numel_of(shape);
-    const A scale = r == Reduction::Sum ? A(1) : A(1) / static_cast<A>(n);
-    bool same_shape = true;
-    for (const Tensor& t : ina) same_shape &= t.shape() == shape && t.is_contiguous();
-    if (same_shape) {
-      // No broadcasting: sum the loss elements as they are computed.
-      std::array<const A*, K> p;
-      for (size_t k = 0; k < K; ++k) p[k] = ina[k].template data<A>();
-      A total = [&]<size_t... I>(std::index_sequence<I...>) {
-        return reduce::sum_indexed<A>(n, [&](int64_t i) { return static_cast<A>(f(p[I][i]...)); });
-      }
-      (std::make_index_sequence<K>{});
-      out.data<scalar_t>()[0] = convert_value<scalar_t>(total * scale);
-      return;
-    }
+    (std::make_index_sequence<K>{});
+  } else {
     Tensor elems = Tensor::empty(shape, dtype_of<A>());
     reduce::broadcast_map<A, A, K>(elems, ina, [&](auto... v) { return static_cast<A>(f(v...)); });
     const A* pe = elems.data<A>();
-    A total = reduce::sum_indexed<A>(n, [pe](int64_t i) { return pe[i]; });
-    out.data<scalar_t>()[0] = convert_value<scalar_t>(total * scale);
-  });
+    total = reduce::sum_indexed<A>(n, [pe](int64_t i) { return pe[i]; });
+  }
+  out.data<A>()[0] = total * scale;
 }
 
 std::vector<TensorMeta> infer_pointwise_loss(const InferContext& c) {
@@ -93,75 +90,57 @@ void for_pieces(int64_t n, int64_t cost, F fn) {
                });
 }
 
-// binary_cross_entropy_with_logits without weights (the common case) over
-// contiguous runs, where Eigen vectorizes exp and log1p. False when it does
-// not apply (weights given, or a 'none' result in bf16/fp16).
-bool bce_plain_forward(std::span<const Tensor> in, const Tensor& out, Reduction r) {
-  if (optional_input(in, 2).defined() || optional_input(in, 3).defined()) return false;
-  return SAMBA_DISPATCH_FLOAT(out.dtype(), "binary_cross_entropy_with_logits", [&]() -> bool {
-    using A = compute_t<scalar_t>;
-    if (r == Reduction::None && !std::is_same_v<A, scalar_t>) return false;
-    Tensor x = as_dtype(in[0], dtype_of<A>()), t = as_dtype(in[1], dtype_of<A>());
-    const A *px = x.data<A>(), *pt = t.data<A>();
-    const int64_t n = x.numel();
-    // The loss terms of [c, c + len): (1 - t) x + softplus(-x), handed to `use`.
-    auto terms = [&](int64_t c, int64_t len, auto&& use) {
-      reduce::ConstRun<A> xs(px + c, len), ts(pt + c, len);
-      use((A(1) - ts) * xs + (-xs.abs()).exp().log1p() + (-xs).max(A(0)));
-    };
-    if (r == Reduction::None) {
-      A* po = reinterpret_cast<A*>(out.data<scalar_t>());
-      for_pieces(n, 20, [&](int64_t c, int64_t len, int64_t) {
-        terms(c, len, [&](auto&& e) { reduce::Run<A>(po + c, len) = e; });
-      });
-      return true;
-    }
-    std::vector<A> part((n + reduce::kRowChunk - 1) / reduce::kRowChunk);
-    for_pieces(n, 20, [&](int64_t c, int64_t len, int64_t k) {
-      terms(c, len, [&](auto&& e) { part[k] = e.sum(); });
+// binary_cross_entropy_with_logits without weights (the common case), x and
+// t contiguous of type A: Eigen vectorizes exp and log1p.
+template <typename A>
+void bce_plain_forward(const Tensor& x, const Tensor& t, const Tensor& out, Reduction r) {
+  const A *px = x.data<A>(), *pt = t.data<A>();
+  const int64_t n = x.numel();
+  // The loss terms of [c, c + len): (1 - t) x + softplus(-x), handed to `use`.
+  auto terms = [&](int64_t c, int64_t len, auto&& use) {
+    reduce::ConstRun<A> xs(px + c, len), ts(pt + c, len);
+    use((A(1) - ts) * xs + (-xs.abs()).exp().log1p() + (-xs).max(A(0)));
+  };
+  if (r == Reduction::None) {
+    A* po = out.data<A>();
+    for_pieces(n, 20, [&](int64_t c, int64_t len, int64_t) {
+      terms(c, len, [&](auto&& e) { reduce::Run<A>(po + c, len) = e; });
     });
-    auto add = [](A a, A b) { return a + b; };
-    A total = part.empty()
-                  ? A(0)
-                  : reduce::tree_fold(part.data(), static_cast<int64_t>(part.size()), 1, add);
-    out.data<scalar_t>()[0] =
-        convert_value<scalar_t>(r == Reduction::Sum ? total : total / static_cast<A>(n));
-    return true;
+    return;
+  }
+  std::vector<A> part((n + reduce::kRowChunk - 1) / reduce::kRowChunk);
+  for_pieces(n, 20, [&](int64_t c, int64_t len, int64_t k) {
+    terms(c, len, [&](auto&& e) { part[k] = e.sum(); });
   });
+  auto add = [](A a, A b) { return a + b; };
+  A total = part.empty()
+                ? A(0)
+                : reduce::tree_fold(part.data(), static_cast<int64_t>(part.size()), 1, add);
+  out.data<A>()[0] = r == Reduction::Sum ? total : total / static_cast<A>(n);
 }
 
 // Its gradient with respect to input (wrt 0: sigmoid(x) - t) or target
-// (wrt 1: -x), times grad and the mean's 1/n. False when it does not apply.
-bool bce_plain_backward(std::span<const Tensor> in, const Tensor& out, int64_t wrt, double scale) {
-  if (wrt > 1 || optional_input(in, 3).defined() || optional_input(in, 4).defined()) return false;
-  return SAMBA_DISPATCH_FLOAT(
-      out.dtype(), "binary_cross_entropy_with_logits_backward", [&]() -> bool {
-        using A = compute_t<scalar_t>;
-        if constexpr (!std::is_same_v<A, scalar_t>) {
-          return false;
-        } else {
-          Tensor g = as_dtype(in[0], dtype_of<A>()), x = as_dtype(in[1], dtype_of<A>());
-          Tensor t = as_dtype(in[2], dtype_of<A>());
-          const A *pg = g.data<A>(), *px = x.data<A>(), *pt = t.data<A>();
-          A* po = out.data<A>();
-          const bool full_grad = g.numel() == out.numel() && g.numel() > 1;
-          const A s = static_cast<A>(scale), gs = full_grad ? A(0) : pg[0] * s;
-          for_pieces(out.numel(), 10, [&](int64_t c, int64_t len, int64_t) {
-            reduce::ConstRun<A> xs(px + c, len), ts(pt + c, len),
-                gr(pg + (full_grad ? c : 0), full_grad ? len : 1);
-            reduce::Run<A> o(po + c, len);
-            if (wrt == 0 && full_grad)
-              o = ((A(1) + (-xs).exp()).inverse() - ts) * gr * s;
-            else if (wrt == 0)
-              o = ((A(1) + (-xs).exp()).inverse() - ts) * gs;
-            else if (full_grad)
-              o = -xs * gr * s;
-            else
-              o = -xs * gs;
-          });
-          return true;
-        }
-      });
+// (wrt 1: -x), times grad and the mean's 1/n; all of type A, contiguous.
+template <typename A>
+void bce_plain_backward(const Tensor& g, const Tensor& x, const Tensor& t, const Tensor& out,
+                        int64_t wrt, double scale) {
+  const A *pg = g.data<A>(), *px = x.data<A>(), *pt = t.data<A>();
+  A* po = out.data<A>();
+  const bool full_grad = g.numel() == out.numel() && g.numel() > 1;
+  const A s = static_cast<A>(scale), gs = full_grad ? A(0) : pg[0] * s;
+  for_pieces(out.numel(), 10, [&](int64_t c, int64_t len, int64_t) {
+    reduce::ConstRun<A> xs(px + c, len), ts(pt + c, len),
+        gr(pg + (full_grad ? c : 0), full_grad ? len : 1);
+    reduce::Run<A> o(po + c, len);
+    if (wrt == 0 && full_grad)
+      o = ((A(1) + (-xs).exp()).inverse() - ts) * gr * s;
+    else if (wrt == 0)
+      o = ((A(1) + (-xs).exp()).inverse() - ts) * gs;
+    else if (full_grad)
+      o = -xs * gr * s;
+    else
+      o = -xs * gs;
+  });
 }
 
 }  // namespace
@@ -175,9 +154,11 @@ void register_loss_pointwise(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer(infer_pointwise_loss)
       .kernel([](KernelContext& c) {
-        pointwise_loss<2>(c.outputs[0], {c.inputs[0], c.inputs[1]},
-                          reduction_of(c.attrs, "mse_loss"),
-                          [](auto x, auto t) { return (x - t) * (x - t); });
+        const Reduction red = reduction_of(c.attrs, "mse_loss");
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          pointwise_loss<A, 2>(out, {c.inputs[0], c.inputs[1]}, red,
+                               [](A x, A t) { return (x - t) * (x - t); });
+        });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor &x = c.inputs[0], &t = c.inputs[1];
@@ -199,9 +180,11 @@ void register_loss_pointwise(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer(infer_pointwise_loss)
       .kernel([](KernelContext& c) {
-        pointwise_loss<2>(c.outputs[0], {c.inputs[0], c.inputs[1]},
-                          reduction_of(c.attrs, "l1_loss"),
-                          [](auto x, auto t) { return std::abs(x - t); });
+        const Reduction red = reduction_of(c.attrs, "l1_loss");
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          pointwise_loss<A, 2>(out, {c.inputs[0], c.inputs[1]}, red,
+                               [](A x, A t) { return std::abs(x - t); });
+        });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor &x = c.inputs[0], &t = c.inputs[1];
@@ -228,16 +211,15 @@ void register_loss_pointwise(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         const Tensor& out = c.outputs[0];
         const double scale = mean_scale(c.attrs, out.shape(), "l1_loss");
-        SAMBA_DISPATCH_FLOAT(out.dtype(), "l1_loss_backward", [&] {
-          using A = compute_t<scalar_t>;
+        reduce::with_compute_output(out, [&]<typename A>(const Tensor& res) {
           const A s = static_cast<A>(scale);
-          reduce::broadcast_map<scalar_t, A, 3>(
-              out,
+          reduce::broadcast_map<A, A, 3>(
+              res,
               {as_dtype(c.inputs[1], dtype_of<A>()), as_dtype(c.inputs[2], dtype_of<A>()),
                as_dtype(c.inputs[0], dtype_of<A>())},
               [s](A x, A t, A g) {
                 const A d = x - t;
-                return convert_value<scalar_t>(d > 0 ? g * s : d < 0 ? -g * s : A(0));
+                return d > 0 ? g * s : d < 0 ? -g * s : A(0);
               });
         });
       });
@@ -255,17 +237,19 @@ void register_loss_pointwise(OpRegistry& r) {
       .infer(infer_pointwise_loss)
       .kernel([](KernelContext& c) {
         const Reduction red = reduction_of(c.attrs, "binary_cross_entropy_with_logits");
-        if (bce_plain_forward(c.inputs, c.outputs[0], red)) return;
-        const DType ct = compute_dtype(c.inputs[0].dtype());
-        Tensor one = Tensor::scalar(1.0, ct);
         Tensor w = optional_input(c.inputs, 2), pw = optional_input(c.inputs, 3);
-        pointwise_loss<4>(
-            c.outputs[0],
-            {c.inputs[0], c.inputs[1], w.defined() ? w : one, pw.defined() ? pw : one}, red,
-            [](auto x, auto t, auto wt, auto p) {
-              using A = decltype(x);
-              return wt * ((A(1) - t) * x + (A(1) + (p - A(1)) * t) * softplus_neg(x));
-            });
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          constexpr DType kA = dtype_of<A>();
+          if (!w.defined() && !pw.defined())
+            return bce_plain_forward<A>(as_dtype(c.inputs[0], kA), as_dtype(c.inputs[1], kA), out,
+                                        red);
+          Tensor one = Tensor::scalar(1.0, kA);
+          pointwise_loss<A, 4>(
+              out, {c.inputs[0], c.inputs[1], w.defined() ? w : one, pw.defined() ? pw : one}, red,
+              [](A x, A t, A wt, A p) {
+                return wt * ((A(1) - t) * x + (A(1) + (p - A(1)) * t) * softplus_neg(x));
+              });
+        });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         std::vector<Tensor> in{c.grad_outputs[0], c.inputs[0], c.inputs[1],
@@ -305,29 +289,29 @@ void register_loss_pointwise(OpRegistry& r) {
         const Tensor& out = c.outputs[0];
         const int64_t wrt = c.attrs.i("wrt");
         const double scale = mean_scale(c.attrs, out.shape(), "binary_cross_entropy_with_logits");
-        if (bce_plain_backward(c.inputs, out, wrt, scale)) return;
-        SAMBA_DISPATCH_FLOAT(out.dtype(), "binary_cross_entropy_with_logits_backward", [&] {
-          using A = compute_t<scalar_t>;
+        Tensor w = optional_input(c.inputs, 3), pw = optional_input(c.inputs, 4);
+        reduce::with_compute_output(out, [&]<typename A>(const Tensor& res) {
           constexpr DType kA = dtype_of<A>();
+          Tensor g = as_dtype(c.inputs[0], kA), x = as_dtype(c.inputs[1], kA);
+          Tensor t = as_dtype(c.inputs[2], kA);
+          if (wrt <= 1 && !w.defined() && !pw.defined())
+            return bce_plain_backward<A>(g, x, t, res, wrt, scale);
           Tensor one = Tensor::scalar(1.0, kA);
-          Tensor w = optional_input(c.inputs, 3), pw = optional_input(c.inputs, 4);
-          std::array<Tensor, 5> in{as_dtype(c.inputs[1], kA), as_dtype(c.inputs[2], kA),
-                                   w.defined() ? as_dtype(w, kA) : one,
-                                   pw.defined() ? as_dtype(pw, kA) : one,
-                                   as_dtype(c.inputs[0], kA)};
+          std::array<Tensor, 5> in{x, t, w.defined() ? as_dtype(w, kA) : one,
+                                   pw.defined() ? as_dtype(pw, kA) : one, g};
           const A s = static_cast<A>(scale);
-          reduce::broadcast_map<scalar_t, A, 5>(out, in, [s, wrt](A x, A t, A wt, A p, A g) {
-            const A lw = A(1) + (p - A(1)) * t;
+          reduce::broadcast_map<A, A, 5>(res, in, [s, wrt](A xv, A tv, A wv, A pv, A gv) {
+            const A lw = A(1) + (pv - A(1)) * tv;
             A d;
             if (wrt == 0)
-              d = wt * ((A(1) - t) - lw / (A(1) + std::exp(x)));
+              d = wv * ((A(1) - tv) - lw / (A(1) + std::exp(xv)));
             else if (wrt == 1)
-              d = wt * ((p - A(1)) * softplus_neg(x) - x);
+              d = wv * ((pv - A(1)) * softplus_neg(xv) - xv);
             else if (wrt == 2)
-              d = (A(1) - t) * x + lw * softplus_neg(x);
+              d = (A(1) - tv) * xv + lw * softplus_neg(xv);
             else
-              d = wt * t * softplus_neg(x);
-            return convert_value<scalar_t>(d * g * s);
+              d = wv * tv * softplus_neg(xv);
+            return d * gv * s;
           });
         });
       });

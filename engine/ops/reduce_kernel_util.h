@@ -40,6 +40,22 @@ bool is_nan(A v) {
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
+// Runs fn.template operator()<A>(out_a) with A the compute type of `out`'s
+// floating dtype (double for float64, float otherwise) and out_a `out`
+// itself when it has that dtype, else a float32 tensor converted into `out`
+// afterwards. Kernels written once for float and double serve all four
+// floating dtypes this way.
+template <typename F>
+void with_compute_output(const Tensor& out, F&& fn) {
+  if (out.dtype() == DType::Float64) return fn.template operator()<double>(out);
+  if (out.dtype() == DType::Float32) return fn.template operator()<float>(out);
+  SAMBA_CHECK(is_floating(out.dtype()), Status::Internal, "with_compute_output: dtype {}",
+              dtype_name(out.dtype()));
+  Tensor tmp = Tensor::empty(out.shape(), DType::Float32);
+  fn.template operator()<float>(tmp);
+  out.copy_from(tmp);
+}
+
 // Largest (smallest) of a and b, NaN if either is, as torch.max (min).
 template <typename A>
 inline A max_nan(A a, A b) {

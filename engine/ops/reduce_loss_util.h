@@ -23,10 +23,6 @@ inline Reduction reduction_of(const Attrs& a, const std::string& op) {
   fail(Status::InvalidArgument, "{}: reduction '{}' is not one of 'mean', 'sum', 'none'", op, r);
 }
 
-inline DType compute_dtype(DType t) {
-  return t == DType::Float64 ? DType::Float64 : DType::Float32;
-}
-
 inline void check_floating(const Tensor& t, const std::string& op, const char* what) {
   SAMBA_CHECK(is_floating(t.dtype()), Status::DTypeMismatch,
               "{}: {} has dtype {}; expected a floating dtype", op, what, dtype_name(t.dtype()));

@@ -19,18 +19,12 @@ void sum_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out, double
     using Acc = reduce::sum_acc_t<scalar_t>;
     using O = reduce::sum_out_t<scalar_t>;
     O* po = out.data<O>();
-    auto load = [](scalar_t v, int64_t) { return static_cast<Acc>(v); };
-    auto add = [](Acc a, Acc b) { return a + b; };
-    if constexpr (std::is_floating_point_v<Acc>) {
-      if (scale != 1.0) {
-        const Acc s = static_cast<Acc>(scale);
-        reduce::run<scalar_t, Acc>(l, Acc(0), load, add,
-                                   [&](int64_t o, Acc v) { po[o] = convert_value<O>(v * s); });
-        return;
-      }
-    }
-    reduce::run<scalar_t, Acc>(l, Acc(0), load, add,
-                               [&](int64_t o, Acc v) { po[o] = convert_value<O>(v); });
+    // Integer sums are never scaled (mean needs a floating dtype).
+    const Acc s = std::is_floating_point_v<Acc> ? static_cast<Acc>(scale) : Acc(1);
+    reduce::run<scalar_t, Acc>(
+        l, Acc(0), [](scalar_t v, int64_t) { return static_cast<Acc>(v); },
+        [](Acc a, Acc b) { return a + b; },
+        [&](int64_t o, Acc v) { po[o] = convert_value<O>(v * s); });
   });
 }
 
@@ -47,6 +41,28 @@ Tensor spread_back(const GradContext& c, double scale) {
   return call1("expand", {g}, {{"shape", x.shape()}});
 }
 
+// The dtype max, min, argmax and argmin compute in: float32 for bf16/fp16,
+// int64 for the narrower integers and bool (exact either way), so their
+// kernels are compiled for three types only.
+DType extreme_dtype(DType t) {
+  if (t == DType::Float32 || t == DType::Float64 || t == DType::Int64) return t;
+  return is_floating(t) ? DType::Float32 : DType::Int64;
+}
+
+template <typename F>
+void dispatch_extreme(DType t, F&& fn) {
+  switch (t) {
+    case DType::Float32:
+      return fn.template operator()<float>();
+    case DType::Float64:
+      return fn.template operator()<double>();
+    case DType::Int64:
+      return fn.template operator()<int64_t>();
+    default:
+      fail(Status::Internal, "dispatch_extreme: dtype {}", dtype_name(t));
+  }
+}
+
 void check_nonempty(const Tensor& x, const ReduceDims& rd, const char* op) {
   SAMBA_CHECK(rd.count > 0, Status::InvalidArgument,
               "{}: cannot reduce over zero elements (input shape {}); the reduced dims must not "
@@ -56,33 +72,36 @@ void check_nonempty(const Tensor& x, const ReduceDims& rd, const char* op) {
 
 // max (kMax) or min over rd's dims; NaN wins, as in torch.amax.
 template <bool kMax>
-void extreme_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out) {
+void extreme_kernel(const Tensor& x0, const ReduceDims& rd, const Tensor& out) {
+  Tensor x = as_dtype(x0, extreme_dtype(x0.dtype()));
+  Tensor result = out.dtype() == x.dtype() ? out : Tensor::empty(out.shape(), x.dtype());
   ReduceLayout l = reduce_layout(x, rd.mask);
-  SAMBA_DISPATCH_ALL(x.dtype(), kMax ? "max" : "min", [&] {
-    using A = acc_t<scalar_t>;
-    A init;
-    if constexpr (std::numeric_limits<A>::has_infinity)
-      init = kMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+  dispatch_extreme(x.dtype(), [&]<typename T>() {
+    T init;
+    if constexpr (std::numeric_limits<T>::has_infinity)
+      init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     else
-      init = kMax ? std::numeric_limits<A>::lowest() : std::numeric_limits<A>::max();
-    scalar_t* po = out.data<scalar_t>();
-    reduce::run<scalar_t, A>(
-        l, init, [](scalar_t v, int64_t) { return static_cast<A>(v); },
-        [](A a, A b) { return kMax ? reduce::max_nan(a, b) : reduce::min_nan(a, b); },
-        [&](int64_t o, A v) { po[o] = convert_value<scalar_t>(v); });
+      init = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    T* po = result.data<T>();
+    reduce::run<T, T>(
+        l, init, [](T v, int64_t) { return v; },
+        [](T a, T b) { return kMax ? reduce::max_nan(a, b) : reduce::min_nan(a, b); },
+        [&](int64_t o, T v) { po[o] = v; });
   });
+  if (result.impl() != out.impl()) out.copy_from(result);
 }
 
 // Index of the max (kMax) or min along the reduced elements; the first on
 // ties, and the first NaN when there is one (NaN counts as the extreme).
 template <bool kMax>
-void arg_kernel(const Tensor& x, const ReduceDims& rd, const Tensor& out) {
+void arg_kernel(const Tensor& x0, const ReduceDims& rd, const Tensor& out) {
+  Tensor x = as_dtype(x0, extreme_dtype(x0.dtype()));
   ReduceLayout l = reduce_layout(x, rd.mask, false);
   const int64_t A = l.outer, R = l.reduce, B = l.inner;
   int64_t* po = out.data<int64_t>();
   if (A * B == 0) return;
-  SAMBA_DISPATCH_ALL(x.dtype(), kMax ? "argmax" : "argmin", [&] {
-    using V = acc_t<scalar_t>;
+  dispatch_extreme(x.dtype(), [&]<typename scalar_t>() {
+    using V = scalar_t;
     auto better = [](V v, V best) {
       if constexpr (kMax)
         return v > best || (is_nan(v) && !is_nan(best));
@@ -294,8 +313,7 @@ void register_reduction(OpRegistry& r) {
         const Tensor& out = c.outputs[0];
         const Tensor& x = c.inputs[1];
         ReduceDims rd = reduce_dims(x.shape(), c.attrs, "extremum_backward");
-        SAMBA_DISPATCH_FLOAT(out.dtype(), "extremum_backward", [&] {
-          using A = reduce::compute_t<scalar_t>;
+        reduce::with_compute_output(out, [&]<typename A>(const Tensor& grad_x) {
           constexpr DType kA = dtype_of<A>();
           Tensor xa = as_dtype(x, kA);
           Tensor res = reshaped(as_dtype(c.inputs[2], kA), rd.kept_shape);
@@ -309,9 +327,8 @@ void register_reduction(OpRegistry& r) {
               [pr](A v, int64_t o) { return static_cast<int64_t>(v == pr[o]); },
               [](int64_t a, int64_t b) { return a + b; },
               [&](int64_t o, int64_t n) { ps[o] = n > 0 ? pg[o] / static_cast<A>(n) : A(0); });
-          reduce::broadcast_map<scalar_t, A, 3>(out, {xa, res, share}, [](A v, A m, A s) {
-            return convert_value<scalar_t>(v == m ? s : A(0));
-          });
+          reduce::broadcast_map<A, A, 3>(grad_x, {xa, res, share},
+                                         [](A v, A m, A s) { return v == m ? s : A(0); });
         });
       });
 }

@@ -9,8 +9,6 @@
 namespace samba::ops {
 namespace {
 
-using reduce::compute_t;
-
 double var_divisor(const ReduceDims& rd, int64_t correction) {
   return std::max<double>(0.0, static_cast<double>(rd.count) - static_cast<double>(correction));
 }
@@ -26,7 +24,8 @@ std::vector<A> means(const ReduceLayout& l, const ReduceDims& rd) {
   return mean;
 }
 
-// Sum of squared deviations from the mean, two passes for stability.
+// Variance (or its square root) of xa into out, both of type A: the sum of
+// squared deviations from the mean, two passes for stability.
 template <typename A>
 void var_kernel(const Tensor& xa, const ReduceDims& rd, int64_t correction, bool take_sqrt,
                 const Tensor& out) {
@@ -34,52 +33,67 @@ void var_kernel(const Tensor& xa, const ReduceDims& rd, int64_t correction, bool
   std::vector<A> mean = means<A>(l, rd);
   const A* pm = mean.data();
   const A div = static_cast<A>(var_divisor(rd, correction));
-  SAMBA_DISPATCH_FLOAT(out.dtype(), "var", [&] {
-    scalar_t* po = out.data<scalar_t>();
-    reduce::run<A, A>(
-        l, A(0),
-        [pm](A v, int64_t o) {
-          A d = v - pm[o];
-          return d * d;
-        },
-        [](A a, A b) { return a + b; },
-        [&](int64_t o, A ss) {
-          A v = ss / div;
-          po[o] = convert_value<scalar_t>(take_sqrt ? std::sqrt(v) : v);
-        },
-        2);
-  });
+  A* po = out.data<A>();
+  reduce::run<A, A>(
+      l, A(0),
+      [pm](A v, int64_t o) {
+        A d = v - pm[o];
+        return d * d;
+      },
+      [](A a, A b) { return a + b; },
+      [&](int64_t o, A ss) { po[o] = take_sqrt ? std::sqrt(ss / div) : ss / div; }, 2);
 }
 
-// log(sum(exp(x))) with the max subtracted first; an all -inf (or +inf) slice
-// gives -inf (+inf) rather than NaN.
+// log(sum(exp(x))) of xa into out, both of type A, with the max subtracted
+// first; an all -inf (or +inf) slice gives -inf (+inf) rather than NaN.
 template <typename A>
 void logsumexp_kernel(const Tensor& xa, const ReduceDims& rd, const Tensor& out) {
   ReduceLayout l = reduce_layout(xa, rd.mask);
-  SAMBA_DISPATCH_FLOAT(out.dtype(), "logsumexp", [&] {
-    scalar_t* po = out.data<scalar_t>();
-    if (l.inner == 1 && l.segments == 1) {
-      // Rows, the common case: Eigen vectorizes the exponentials.
-      const A* base = l.base<A>();
-      parallel_for(l.outer, std::max<int64_t>(1, kMinGrain / (8 * std::max<int64_t>(l.reduce, 1))),
-                   [&](int64_t b, int64_t e) {
-                     for (int64_t a = b; a < e; ++a)
-                       po[a] = convert_value<scalar_t>(
-                           reduce::logsumexp_run(base + a * l.outer_stride, l.reduce));
-                   });
-      return;
-    }
-    std::vector<A> shift(l.results());
-    reduce::run<A, A>(
-        l, -std::numeric_limits<A>::infinity(), [](A v, int64_t) { return v; },
-        [](A a, A b) { return reduce::max_nan(a, b); },
-        [&](int64_t o, A m) { shift[o] = std::isinf(m) ? A(0) : m; });
-    const A* ps = shift.data();
-    reduce::run<A, A>(
-        l, A(0), [ps](A v, int64_t o) { return std::exp(v - ps[o]); },
-        [](A a, A b) { return a + b; },
-        [&](int64_t o, A s) { po[o] = convert_value<scalar_t>(std::log(s) + ps[o]); }, 10);
-  });
+  A* po = out.data<A>();
+  if (l.inner == 1 && l.segments == 1) {
+    // Rows, the common case: Eigen vectorizes the exponentials.
+    const A* base = l.base<A>();
+    parallel_for(l.outer, std::max<int64_t>(1, kMinGrain / (8 * std::max<int64_t>(l.reduce, 1))),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t a = b; a < e; ++a)
+                     po[a] = reduce::logsumexp_run(base + a * l.outer_stride, l.reduce);
+                 });
+    return;
+  }
+  std::vector<A> shift(l.results());
+  reduce::run<A, A>(
+      l, -std::numeric_limits<A>::infinity(), [](A v, int64_t) { return v; },
+      [](A a, A b) { return reduce::max_nan(a, b); },
+      [&](int64_t o, A m) { shift[o] = std::isinf(m) ? A(0) : m; });
+  const A* ps = shift.data();
+  reduce::run<A, A>(
+      l, A(0), [ps](A v, int64_t o) { return std::exp(v - ps[o]); }, [](A a, A b) { return a + b; },
+      [&](int64_t o, A sum) { po[o] = std::log(sum) + ps[o]; }, 10);
+}
+
+// grad * exp(x - result) into out, all of type A (grad and result with the
+// reduced dims kept as size 1).
+template <typename A>
+void logsumexp_backward_kernel(const Tensor& grad, const Tensor& xa, const Tensor& result,
+                               const ReduceDims& rd, const Tensor& out) {
+  ReduceLayout l = reduce_layout(xa, rd.mask);
+  if (l.inner == 1 && l.segments == 1 && l.source.impl() == xa.impl() && xa.is_contiguous()) {
+    // Contiguous rows: Eigen vectorizes the exponentials.
+    const A *px = xa.data<A>(), *pr = result.data<A>(), *pg = grad.data<A>();
+    A* po = out.data<A>();
+    const int64_t R = l.reduce;
+    parallel_for(l.outer, std::max<int64_t>(1, kMinGrain / (8 * std::max<int64_t>(R, 1))),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t a = b; a < e; ++a) {
+                     const int64_t at = a * l.outer_stride;
+                     reduce::Run<A>(po + at, R) =
+                         pg[a] * (reduce::ConstRun<A>(px + at, R) - pr[a]).exp();
+                   }
+                 });
+    return;
+  }
+  reduce::broadcast_map<A, A, 3>(out, {xa, result, grad},
+                                 [](A v, A lse, A g) { return g * std::exp(v - lse); });
 }
 
 // Inclusive prefix sums of x along `dim` (from the end when reverse). x is
@@ -130,17 +144,12 @@ void cumsum_kernel(const Tensor& x, int64_t dim, bool reverse, const Tensor& out
   });
 }
 
-// The shared part of the backward ops: grad (result-shaped) and result seen
-// with the reduced dims kept as size 1, in compute type A.
+// A backward op's input `i` (grad or result, shaped like the reduction's
+// result) in compute type A with the reduced dims kept as size 1.
 template <typename A>
-struct KeptResults {
-  Tensor grad, result;
-  KeptResults(const KernelContext& c, const ReduceDims& rd) {
-    constexpr DType kA = dtype_of<A>();
-    grad = reshaped(as_dtype(c.inputs[0], kA), rd.kept_shape);
-    result = reshaped(as_dtype(c.inputs[2], kA), rd.kept_shape);
-  }
-};
+Tensor kept(const KernelContext& c, int i, const ReduceDims& rd) {
+  return reshaped(as_dtype(c.inputs[i], dtype_of<A>()), rd.kept_shape);
+}
 
 std::vector<TensorMeta> infer_reduce_backward(const InferContext& c) {
   const char* op = c.op.name.c_str();
@@ -178,9 +187,9 @@ void def_var(OpRegistry& r, const char* name, bool is_std) {
         const Tensor& x = c.inputs[0];
         ReduceDims rd = reduce_dims(x.shape(), c.attrs, c.op.name.c_str());
         const int64_t corr = c.attrs.i("correction");
-        if (x.dtype() == DType::Float64)
-          return var_kernel<double>(x, rd, corr, is_std, c.outputs[0]);
-        var_kernel<float>(as_dtype(x, DType::Float32), rd, corr, is_std, c.outputs[0]);
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          var_kernel<A>(as_dtype(x, dtype_of<A>()), rd, corr, is_std, out);
+        });
       })
       .grad([is_std](const GradContext& c) -> std::vector<Tensor> {
         Attrs a{{"dim", *c.attrs.find("dim")},
@@ -211,18 +220,16 @@ void register_reduction_stats(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer(infer_reduce_backward)
       .kernel([](KernelContext& c) {
-        const Tensor& out = c.outputs[0];
         ReduceDims rd = reduce_dims(c.inputs[1].shape(), c.attrs, "var_backward");
         const double div = var_divisor(rd, c.attrs.i("correction"));
         const bool is_std = c.attrs.b("std");
-        SAMBA_DISPATCH_FLOAT(out.dtype(), "var_backward", [&] {
-          using A = compute_t<scalar_t>;
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
           Tensor xa = as_dtype(c.inputs[1], dtype_of<A>());
-          KeptResults<A> k(c, rd);
+          Tensor grad = kept<A>(c, 0, rd), result = kept<A>(c, 2, rd);
           std::vector<A> mean = means<A>(reduce_layout(xa, rd.mask), rd);
           Tensor mean_t = Tensor::empty(rd.kept_shape, dtype_of<A>());
           Tensor scale = Tensor::empty(rd.kept_shape, dtype_of<A>());
-          const A *pg = k.grad.data<A>(), *pr = k.result.data<A>();
+          const A *pg = grad.data<A>(), *pr = result.data<A>();
           A *ps = scale.data<A>(), *pm = mean_t.data<A>();
           for (size_t o = 0; o < mean.size(); ++o) {
             pm[o] = mean[o];
@@ -231,9 +238,8 @@ void register_reduction_stats(OpRegistry& r) {
             else
               ps[o] = A(2) * pg[o] / static_cast<A>(div);
           }
-          reduce::broadcast_map<scalar_t, A, 3>(out, {xa, mean_t, scale}, [](A v, A m, A s) {
-            return convert_value<scalar_t>((v - m) * s);
-          });
+          reduce::broadcast_map<A, A, 3>(out, {xa, mean_t, scale},
+                                         [](A v, A m, A s) { return (v - m) * s; });
         });
       });
 
@@ -254,8 +260,9 @@ void register_reduction_stats(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         const Tensor& x = c.inputs[0];
         ReduceDims rd = reduce_dims(x.shape(), c.attrs, "logsumexp");
-        if (x.dtype() == DType::Float64) return logsumexp_kernel<double>(x, rd, c.outputs[0]);
-        logsumexp_kernel<float>(as_dtype(x, DType::Float32), rd, c.outputs[0]);
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          logsumexp_kernel<A>(as_dtype(x, dtype_of<A>()), rd, out);
+        });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         Attrs a{{"dim", *c.attrs.find("dim")}, {"keepdim", c.attrs.b("keepdim")}};
@@ -272,33 +279,10 @@ void register_reduction_stats(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer(infer_reduce_backward)
       .kernel([](KernelContext& c) {
-        const Tensor& out = c.outputs[0];
         ReduceDims rd = reduce_dims(c.inputs[1].shape(), c.attrs, "logsumexp_backward");
-        SAMBA_DISPATCH_FLOAT(out.dtype(), "logsumexp_backward", [&] {
-          using A = compute_t<scalar_t>;
-          KeptResults<A> k(c, rd);
-          Tensor xa = as_dtype(c.inputs[1], dtype_of<A>());
-          if constexpr (std::is_same_v<A, scalar_t>) {
-            ReduceLayout l = reduce_layout(xa, rd.mask);
-            if (l.inner == 1 && l.segments == 1 && l.source.impl() == xa.impl()) {
-              // Contiguous rows: Eigen vectorizes the exponentials.
-              const A *px = xa.data<A>(), *pl = k.result.data<A>(), *pg = k.grad.data<A>();
-              A* po = out.data<A>();
-              const int64_t R = l.reduce;
-              parallel_for(l.outer, std::max<int64_t>(1, kMinGrain / (8 * std::max<int64_t>(R, 1))),
-                           [&](int64_t b, int64_t e) {
-                             for (int64_t a = b; a < e; ++a) {
-                               const int64_t at = a * l.outer_stride;
-                               reduce::Run<A>(po + at, R) =
-                                   pg[a] * (reduce::ConstRun<A>(px + at, R) - pl[a]).exp();
-                             }
-                           });
-              return;
-            }
-          }
-          reduce::broadcast_map<scalar_t, A, 3>(out, {xa, k.result, k.grad}, [](A v, A lse, A g) {
-            return convert_value<scalar_t>(g * std::exp(v - lse));
-          });
+        reduce::with_compute_output(c.outputs[0], [&]<typename A>(const Tensor& out) {
+          logsumexp_backward_kernel<A>(kept<A>(c, 0, rd), as_dtype(c.inputs[1], dtype_of<A>()),
+                                       kept<A>(c, 2, rd), rd, out);
         });
       });
 
