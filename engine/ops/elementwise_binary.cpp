@@ -25,7 +25,8 @@ void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alph
   if (out.dtype() == DType::Bool) {  // boolean add is "or"; alpha acts as a bool
     const bool use_b = alpha != 0.0;
     ew::for_each_block<bool, bool, bool>(
-        out, {a, b}, kMinGrain, [use_b](int64_t n, bool* __restrict o, const bool* x, const bool* y) {
+        out, {a, b}, kMinGrain,
+        [use_b](int64_t n, bool* __restrict o, const bool* x, const bool* y) {
           for (int64_t i = 0; i < n; ++i) o[i] = x[i] || (use_b && y[i]);
         });
     return;
@@ -48,10 +49,11 @@ void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alph
         k = static_cast<A>(alpha);
       else
         k = static_cast<A>(static_cast<int64_t>(alpha));
-      ew::for_each_block<A, A, A>(
-          out, {a, b}, kMinGrain, [k](int64_t n, A* __restrict o, const A* x, const A* y) {
-            for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_add(x[i], ew::wrap_mul(k, y[i]));
-          });
+      ew::for_each_block<A, A, A>(out, {a, b}, kMinGrain,
+                                  [k](int64_t n, A* __restrict o, const A* x, const A* y) {
+                                    for (int64_t i = 0; i < n; ++i)
+                                      o[i] = ew::wrap_add(x[i], ew::wrap_mul(k, y[i]));
+                                  });
     }
   });
 }
@@ -162,7 +164,8 @@ void div_kernel(KernelContext& c) {
       else
         ew::for_each_block<A, A, A>(out, {a, b}, ew::grain_for(16),
                                     [](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                      for (int64_t i = 0; i < n; ++i) o[i] = floor_divide(x[i], y[i]);
+                                      for (int64_t i = 0; i < n; ++i)
+                                        o[i] = floor_divide(x[i], y[i]);
                                     });
     } else if (mode == Rounding::Trunc) {
       int_div_kernel<false, A>(out, a, b);
@@ -247,9 +250,10 @@ std::vector<Tensor> pow_grad(const GradContext& c) {
   if (c.needs_grad(0)) {
     if (b.impl()->wrapped_scalar && b.has_data()) {
       const double e = b.item_double();
-      ga = e == 0.0 ? ew::zeros_grad(a.shape(), a.dtype())
-                    : call1("mul", {g, call1("mul", {call1("pow", {a, wrap_scalar(e - 1)}),
-                                                     wrap_scalar(e)})});
+      ga = e == 0.0
+               ? ew::zeros_grad(a.shape(), a.dtype())
+               : call1("mul",
+                       {g, call1("mul", {call1("pow", {a, wrap_scalar(e - 1)}), wrap_scalar(e)})});
     } else {
       Tensor d = call1("mul", {b, call1("pow", {a, call1("sub", {b, wrap_int(1)})})});
       ga = ew::masked_grad(call1("ne", {b, wrap_int(0)}), call1("mul", {g, d}));
@@ -257,7 +261,8 @@ std::vector<Tensor> pow_grad(const GradContext& c) {
     ga = sum_to(ga, a.shape());
   }
   if (c.needs_grad(1)) {
-    Tensor limit = call1("logical_and", {call1("eq", {a, wrap_int(0)}), call1("ge", {b, wrap_int(0)})});
+    Tensor limit =
+        call1("logical_and", {call1("eq", {a, wrap_int(0)}), call1("ge", {b, wrap_int(0)})});
     Tensor safe_a = call1("where", {limit, wrap_scalar(1.0), a});
     Tensor d = call1("mul", {c.outputs[0], call1("log", {safe_a})});
     gb = sum_to(ew::masked_grad(call1("logical_not", {limit}), call1("mul", {g, d})), b.shape());
@@ -377,9 +382,10 @@ void register_elementwise_binary(OpRegistry& r) {
       });
 
   r.def("div")
-      .doc("a / b, broadcasting a and b. Without rounding_mode it is true division (integer "
-           "operands give float32); 'trunc' rounds the quotient toward zero and 'floor' down, "
-           "keeping the promoted dtype. Integer division by zero is an error.")
+      .doc(
+          "a / b, broadcasting a and b. Without rounding_mode it is true division (integer "
+          "operands give float32); 'trunc' rounds the quotient toward zero and 'floor' down, "
+          "keeping the promoted dtype. Integer division by zero is an error.")
       .input("a")
       .input("b")
       .optional_attr("rounding_mode", AttrType::String, "'trunc', 'floor', or absent")
@@ -411,8 +417,9 @@ void register_elementwise_binary(OpRegistry& r) {
       });
 
   r.def("pow")
-      .doc("a ** b, broadcasting a and b; either may be a wrapped scalar. Integer tensors raised "
-           "to negative integer powers give the integer part of the reciprocal.")
+      .doc(
+          "a ** b, broadcasting a and b; either may be a wrapped scalar. Integer tensors raised "
+          "to negative integer powers give the integer part of the reciprocal.")
       .input("a")
       .input("b")
       .fusion(Fusion::Elementwise)

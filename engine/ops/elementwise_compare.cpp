@@ -104,7 +104,8 @@ void masked_fill_kernel(KernelContext& c) {
     using T = scalar_t;
     T v;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      SAMBA_CHECK(std::isfinite(value) && value >= static_cast<double>(std::numeric_limits<T>::min()) &&
+      SAMBA_CHECK(std::isfinite(value) &&
+                      value >= static_cast<double>(std::numeric_limits<T>::min()) &&
                       value <= static_cast<double>(std::numeric_limits<T>::max()),
                   Status::InvalidArgument, "masked_fill: value {} does not fit in {}", value,
                   dtype_name(out.dtype()));
@@ -172,8 +173,9 @@ void register_elementwise_compare(OpRegistry& r) {
       });
 
   r.def("masked_fill")
-      .doc("x with `value` where mask is true; mask is bool and broadcasts with x. The result "
-           "has x's dtype.")
+      .doc(
+          "x with `value` where mask is true; mask is bool and broadcasts with x. The result "
+          "has x's dtype.")
       .input("x")
       .input("mask")
       .required_attr("value", AttrType::Float, "the fill value, converted to x's dtype")

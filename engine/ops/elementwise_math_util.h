@@ -70,7 +70,8 @@ template <typename A>
 void exp_block(int64_t n, A* __restrict o, const A* x) {
   vec(o, n) = vec(x, n).exp();
   const A lowest = std::log(std::numeric_limits<A>::min());
-  repair_block(n, o, x, [lowest](A v) { return v < lowest; }, [](A v) { return std::exp(v); });
+  repair_block(
+      n, o, x, [lowest](A v) { return v < lowest; }, [](A v) { return std::exp(v); });
 }
 
 // ln x. Eigen treats subnormal inputs as the smallest normal number; those

@@ -114,7 +114,8 @@ A clamp_bound(const Attrs& a, const char* name, A missing) {
   } else {
     if (v <= static_cast<double>(std::numeric_limits<A>::lowest()))
       return std::numeric_limits<A>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<A>::max())) return std::numeric_limits<A>::max();
+    if (v >= static_cast<double>(std::numeric_limits<A>::max()))
+      return std::numeric_limits<A>::max();
     return static_cast<A>(v);
   }
 }
@@ -152,9 +153,8 @@ void register_arithmetic(OpRegistry& r) {
           for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_neg(x[i]);
         });
       })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {
-        return {call1("neg", {grad_of(c)})};
-      });
+      .grad(
+          [](const GradContext& c) -> std::vector<Tensor> { return {call1("neg", {grad_of(c)})}; });
 
   def_numeric(r, "abs", "|x|.")
       .kernel([](KernelContext& c) {
@@ -170,8 +170,8 @@ void register_arithmetic(OpRegistry& r) {
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {  // g * sign(x); 0 at 0
         const Tensor& x = c.inputs[0];
-        Tensor signed_g = call1("where", {call1("lt", {x, wrap_int(0)}), call1("neg", {grad_of(c)}),
-                                          grad_of(c)});
+        Tensor signed_g =
+            call1("where", {call1("lt", {x, wrap_int(0)}), call1("neg", {grad_of(c)}), grad_of(c)});
         return {ew::masked_grad(call1("ne", {x, wrap_int(0)}), signed_g)};
       });
 
@@ -188,9 +188,8 @@ void register_arithmetic(OpRegistry& r) {
 
   def_float(r, "sqrt", "Square root of x (NaN for x < 0).")
       .kernel([](KernelContext& c) {
-        run_float_unary(c, "sqrt", 2, [](int64_t n, auto* o, const auto* x) {
-          ew::sqrt_block(n, o, x);
-        });
+        run_float_unary(c, "sqrt", 2,
+                        [](int64_t n, auto* o, const auto* x) { ew::sqrt_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("div", {grad_of(c), scaled(c.outputs[0], 2.0)})};
@@ -214,9 +213,8 @@ void register_arithmetic(OpRegistry& r) {
 void register_transcendental(OpRegistry& r) {
   def_float(r, "exp", "e^x.")
       .kernel([](KernelContext& c) {
-        run_float_unary(c, "exp", 4, [](int64_t n, auto* o, const auto* x) {
-          ew::exp_block(n, o, x);
-        });
+        run_float_unary(c, "exp", 4,
+                        [](int64_t n, auto* o, const auto* x) { ew::exp_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {mul(grad_of(c), c.outputs[0])};
@@ -224,9 +222,8 @@ void register_transcendental(OpRegistry& r) {
 
   def_float(r, "log", "Natural logarithm of x (-inf at 0, NaN below).")
       .kernel([](KernelContext& c) {
-        run_float_unary(c, "log", 4, [](int64_t n, auto* o, const auto* x) {
-          ew::log_block(n, o, x);
-        });
+        run_float_unary(c, "log", 4,
+                        [](int64_t n, auto* o, const auto* x) { ew::log_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("div", {grad_of(c), c.inputs[0]})};
@@ -278,9 +275,8 @@ void register_activations(OpRegistry& r) {
 
   def_float(r, "sigmoid", "1 / (1 + e^-x).")
       .kernel([](KernelContext& c) {
-        run_float_unary(c, "sigmoid", 4, [](int64_t n, auto* o, const auto* x) {
-          ew::sigmoid_block(n, o, x);
-        });
+        run_float_unary(c, "sigmoid", 4,
+                        [](int64_t n, auto* o, const auto* x) { ew::sigmoid_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("sigmoid_backward", {grad_of(c), c.outputs[0]})};
@@ -297,8 +293,9 @@ void register_activations(OpRegistry& r) {
         return {call1("relu_backward", {grad_of(c), c.outputs[0]})};
       });
 
-  def_float(r, "gelu", "x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses "
-                       "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).")
+  def_float(r, "gelu",
+            "x * Phi(x), Phi the standard normal CDF; approximate='tanh' uses "
+            "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).")
       .attr("approximate", AttrType::String, std::string("none"), "'none' (erf form) or 'tanh'")
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         gelu_uses_tanh(c.attrs, "gelu");
@@ -306,13 +303,11 @@ void register_activations(OpRegistry& r) {
       })
       .kernel([](KernelContext& c) {
         if (gelu_uses_tanh(c.attrs, "gelu"))
-          run_float_unary(c, "gelu", 6, [](int64_t n, auto* o, const auto* x) {
-            ew::gelu_tanh_block(n, o, x);
-          });
+          run_float_unary(c, "gelu", 6,
+                          [](int64_t n, auto* o, const auto* x) { ew::gelu_tanh_block(n, o, x); });
         else
-          run_float_unary(c, "gelu", 6, [](int64_t n, auto* o, const auto* x) {
-            ew::gelu_erf_block(n, o, x);
-          });
+          run_float_unary(c, "gelu", 6,
+                          [](int64_t n, auto* o, const auto* x) { ew::gelu_erf_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("gelu_backward", {grad_of(c), c.inputs[0]},
@@ -321,9 +316,8 @@ void register_activations(OpRegistry& r) {
 
   def_float(r, "silu", "x * sigmoid(x).")
       .kernel([](KernelContext& c) {
-        run_float_unary(c, "silu", 4, [](int64_t n, auto* o, const auto* x) {
-          ew::silu_block(n, o, x);
-        });
+        run_float_unary(c, "silu", 4,
+                        [](int64_t n, auto* o, const auto* x) { ew::silu_block(n, o, x); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("silu_backward", {grad_of(c), c.inputs[0]})};
@@ -348,27 +342,27 @@ void register_activations(OpRegistry& r) {
 void register_activation_backward(OpRegistry& r) {
   def_backward(r, "tanh_backward", "grad * (1 - out^2), out = tanh(x).", "out")
       .kernel([](KernelContext& c) {
-        run_float_binary(c, "tanh_backward", 2, [](int64_t n, auto* o, const auto* g,
-                                                   const auto* y) {
-          ew::tanh_backward_block(n, o, g, y);
-        });
+        run_float_binary(c, "tanh_backward", 2,
+                         [](int64_t n, auto* o, const auto* g, const auto* y) {
+                           ew::tanh_backward_block(n, o, g, y);
+                         });
       });
 
   def_backward(r, "sigmoid_backward", "grad * out * (1 - out), out = sigmoid(x).", "out")
       .kernel([](KernelContext& c) {
-        run_float_binary(c, "sigmoid_backward", 2, [](int64_t n, auto* o, const auto* g,
-                                                      const auto* y) {
-          ew::sigmoid_backward_block(n, o, g, y);
-        });
+        run_float_binary(c, "sigmoid_backward", 2,
+                         [](int64_t n, auto* o, const auto* g, const auto* y) {
+                           ew::sigmoid_backward_block(n, o, g, y);
+                         });
       });
 
   def_backward(r, "relu_backward", "grad where out > 0, else 0 (out = relu(x)).", "out")
       .kernel([](KernelContext& c) {
-        run_float_binary(c, "relu_backward", 1, [](int64_t n, auto* __restrict o, const auto* g,
-                                                   const auto* y) {
-          using A = std::remove_cvref_t<decltype(*o)>;
-          for (int64_t i = 0; i < n; ++i) o[i] = y[i] > A(0) ? g[i] : A(0);
-        });
+        run_float_binary(c, "relu_backward", 1,
+                         [](int64_t n, auto* __restrict o, const auto* g, const auto* y) {
+                           using A = std::remove_cvref_t<decltype(*o)>;
+                           for (int64_t i = 0; i < n; ++i) o[i] = y[i] > A(0) ? g[i] : A(0);
+                         });
       });
 
   def_backward(r, "gelu_backward", "grad * d gelu(x) / dx.", "x")
@@ -379,24 +373,22 @@ void register_activation_backward(OpRegistry& r) {
       })
       .kernel([](KernelContext& c) {
         if (gelu_uses_tanh(c.attrs, "gelu_backward"))
-          run_float_binary(c, "gelu_backward", 8, [](int64_t n, auto* o, const auto* g,
-                                                     const auto* x) {
-            ew::gelu_tanh_backward_block(n, o, g, x);
-          });
+          run_float_binary(c, "gelu_backward", 8,
+                           [](int64_t n, auto* o, const auto* g, const auto* x) {
+                             ew::gelu_tanh_backward_block(n, o, g, x);
+                           });
         else
-          run_float_binary(c, "gelu_backward", 8, [](int64_t n, auto* o, const auto* g,
-                                                     const auto* x) {
-            ew::gelu_erf_backward_block(n, o, g, x);
-          });
+          run_float_binary(c, "gelu_backward", 8,
+                           [](int64_t n, auto* o, const auto* g, const auto* x) {
+                             ew::gelu_erf_backward_block(n, o, g, x);
+                           });
       });
 
-  def_backward(r, "silu_backward", "grad * d silu(x) / dx.", "x")
-      .kernel([](KernelContext& c) {
-        run_float_binary(c, "silu_backward", 6, [](int64_t n, auto* o, const auto* g,
-                                                   const auto* x) {
-          ew::silu_backward_block(n, o, g, x);
-        });
-      });
+  def_backward(r, "silu_backward", "grad * d silu(x) / dx.", "x").kernel([](KernelContext& c) {
+    run_float_binary(c, "silu_backward", 6, [](int64_t n, auto* o, const auto* g, const auto* x) {
+      ew::silu_backward_block(n, o, g, x);
+    });
+  });
 
   def_backward(r, "leaky_relu_backward", "grad for x > 0, grad * negative_slope otherwise.", "x")
       .attr("negative_slope", AttrType::Float, 0.01)
@@ -413,8 +405,9 @@ void register_activation_backward(OpRegistry& r) {
 
 void register_clamp_and_casts(OpRegistry& r) {
   r.def("clamp")
-      .doc("x limited to [min, max] (either bound optional, at least one given); a NaN x stays "
-           "NaN. An integer x with a fractional bound gives float32.")
+      .doc(
+          "x limited to [min, max] (either bound optional, at least one given); a NaN x stays "
+          "NaN. An integer x with a fractional bound gives float32.")
       .input("x")
       .optional_attr("min", AttrType::Float, "lower bound")
       .optional_attr("max", AttrType::Float, "upper bound")

@@ -49,8 +49,8 @@ void check_case(const BinaryCase& c, const Tensor& a, const Tensor& b, DType dt)
 }  // namespace
 
 TEST(ElementwiseBinary, MatchesReferenceAcrossDTypesAndBroadcasting) {
-  const std::pair<Dims, Dims> shapes[] = {
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{4, 1}, {1, 5}}, {{2, 1, 3}, {4, 1}}, {{3}, {}}, {{}, {3}}};
+  const std::pair<Dims, Dims> shapes[] = {{{2, 3}, {2, 3}},    {{2, 3}, {3}}, {{4, 1}, {1, 5}},
+                                          {{2, 1, 3}, {4, 1}}, {{3}, {}},     {{}, {3}}};
   for (const auto& c : kCases)
     for (const auto& [sa, sb] : shapes) {
       Tensor a = rand_tensor(sa, DType::Float64, 1, c.lo, c.hi);
@@ -78,8 +78,8 @@ TEST(ElementwiseBinary, NonContiguousOperands) {
 }
 
 TEST(ElementwiseBinary, LargeTensorsCrossBlocksThreadsAndStreaming) {
-  // 3M floats: many blocks, several tasks, outputs above the streaming-store size.
-  const int64_t n = 3 << 20;
+  // 5M floats: many blocks, several tasks, outputs above the streaming-store size.
+  const int64_t n = 5 << 20;
   Tensor a = Tensor::empty({n}, DType::Float32), b = Tensor::empty({n}, DType::Float32);
   for (int64_t i = 0; i < n; ++i) {
     a.data<float>()[i] = static_cast<float>(i % 1000) * 0.5f;
@@ -138,8 +138,9 @@ TEST(ElementwiseBinary, IntegerArithmeticWrapsLikePyTorch) {
   EXPECT_EQ(s.data<int64_t>()[0], std::numeric_limits<int64_t>::min());
   Tensor abs_min = call1("mul", {l, wrap_int(-1)});
   EXPECT_EQ(abs_min.data<int64_t>()[1], std::numeric_limits<int64_t>::min());
-  expect_values(call1("maximum", {make({3, -4, 5}, {3}, DType::Int32), make({-1, 2}, {2, 1}, DType::Int32)}),
-                {3, -1, 5, 3, 2, 5});
+  expect_values(
+      call1("maximum", {make({3, -4, 5}, {3}, DType::Int32), make({-1, 2}, {2, 1}, DType::Int32)}),
+      {3, -1, 5, 3, 2, 5});
 }
 
 TEST(ElementwiseBinary, DivRoundingModes) {
@@ -149,8 +150,9 @@ TEST(ElementwiseBinary, DivRoundingModes) {
   expect_values(call1("div", {a, b}, {{"rounding_mode", "trunc"}}), {3, -3, -3, 3, 0, -0.0});
   expect_values(call1("div", {a, b}, {{"rounding_mode", "floor"}}), {3, -4, -4, 3, 0, -1});
   // Float floor division follows Python, including signed zeros and a zero divisor.
-  Tensor f = call1("div", {make({-0.0, 1, -1, 0, 5.5, 1e300}, {6}), make({3, 0, 0, 0, -0.25, 1e-300}, {6})},
-                   {{"rounding_mode", "floor"}});
+  Tensor f = call1(
+      "div", {make({-0.0, 1, -1, 0, 5.5, 1e300}, {6}), make({3, 0, 0, 0, -0.25, 1e-300}, {6})},
+      {{"rounding_mode", "floor"}});
   auto fv = values(f);
   EXPECT_TRUE(std::signbit(fv[0]) && fv[0] == 0);
   EXPECT_EQ(fv[1], kInf);
@@ -159,19 +161,22 @@ TEST(ElementwiseBinary, DivRoundingModes) {
   EXPECT_EQ(fv[4], py_floor_div(5.5, -0.25));
   EXPECT_TRUE(std::isinf(fv[5]));
   // float32 floor/trunc agree with the double reference on random values.
-  Tensor x = rand_tensor({40}, DType::Float32, 8, -50, 50), y = rand_tensor({40}, DType::Float32, 9, -5, 5);
+  Tensor x = rand_tensor({40}, DType::Float32, 8, -50, 50),
+         y = rand_tensor({40}, DType::Float32, 9, -5, 5);
   expect_values(call1("div", {x, y}, {{"rounding_mode", "floor"}}),
                 reference2(x, y, [](double p, double q) { return std::floor(p / q); }), 1e-6);
   expect_values(call1("div", {x, y}, {{"rounding_mode", "trunc"}}),
                 reference2(x, y, [](double p, double q) { return std::trunc(p / q); }), 1e-6);
   // bf16 keeps its dtype.
-  Tensor h = call1("div", {a.to(DType::BFloat16), b.to(DType::BFloat16)}, {{"rounding_mode", "floor"}});
+  Tensor h =
+      call1("div", {a.to(DType::BFloat16), b.to(DType::BFloat16)}, {{"rounding_mode", "floor"}});
   EXPECT_EQ(h.dtype(), DType::BFloat16);
   expect_values(h, {3, -4, -4, 3, 0, -1});
 }
 
 TEST(ElementwiseBinary, IntegerDivision) {
-  Tensor a = make({7, -7, 7, -7, 6}, {5}, DType::Int32), b = make({2, 2, -2, -2, 3}, {5}, DType::Int32);
+  Tensor a = make({7, -7, 7, -7, 6}, {5}, DType::Int32),
+         b = make({2, 2, -2, -2, 3}, {5}, DType::Int32);
   Tensor q = call1("div", {a, b});
   EXPECT_EQ(q.dtype(), DType::Float32) << "true division of integers gives float32";
   expect_values(q, {3.5, -3.5, -3.5, 3.5, 2});
@@ -179,15 +184,19 @@ TEST(ElementwiseBinary, IntegerDivision) {
   EXPECT_EQ(t.dtype(), DType::Int32);
   expect_values(t, {3, -3, -3, 3, 2});
   expect_values(call1("div", {a, b}, {{"rounding_mode", "floor"}}), {3, -4, -4, 3, 2});
-  expect_values(call1("div", {make({200, 9}, {2}, DType::UInt8), wrap_int(4)}, {{"rounding_mode", "floor"}}),
-                {50, 2});
+  expect_values(
+      call1("div", {make({200, 9}, {2}, DType::UInt8), wrap_int(4)}, {{"rounding_mode", "floor"}}),
+      {50, 2});
   // The most negative value over -1 wraps instead of trapping.
   Tensor m = make({-128, -127}, {2}, DType::Int8);
   expect_values(call1("div", {m, wrap_int(-1)}, {{"rounding_mode", "trunc"}}), {-128, 127});
   expect_values(call1("div", {m, wrap_int(-1)}, {{"rounding_mode", "floor"}}), {-128, 127});
   // Integer division by zero is an error; true division gives inf.
-  expect_error([&] { call1("div", {a, make({1, 0, 1, 1, 1}, {5}, DType::Int32)}, {{"rounding_mode", "floor"}}); },
-               Status::InvalidArgument, "division by zero");
+  expect_error(
+      [&] {
+        call1("div", {a, make({1, 0, 1, 1, 1}, {5}, DType::Int32)}, {{"rounding_mode", "floor"}});
+      },
+      Status::InvalidArgument, "division by zero");
   expect_values(call1("div", {a, wrap_int(0)}), {kInf, -kInf, kInf, -kInf, kInf});
 }
 
@@ -195,12 +204,12 @@ TEST(ElementwiseBinary, PowScalarExponentsAndSpecialValues) {
   Tensor x = make({-2, -0.5, 0, 0.25, 3}, {5}, DType::Float32);
   for (double e : {2.0, 3.0, 1.0, 0.0, -1.0, -2.0, 0.5, -0.5, 2.5, -1.5, 4.0}) {
     SCOPED_TRACE(e);
-    expect_close(call1("pow", {x, wrap_scalar(e)}), reference1(x, [e](double v) { return std::pow(v, e); }),
-                 2e-6);
+    expect_close(call1("pow", {x, wrap_scalar(e)}),
+                 reference1(x, [e](double v) { return std::pow(v, e); }), 2e-6);
   }
   // A scalar base raised to a tensor.
-  expect_close(call1("pow", {wrap_scalar(2.0), x}), reference1(x, [](double v) { return std::pow(2.0, v); }),
-               2e-6);
+  expect_close(call1("pow", {wrap_scalar(2.0), x}),
+               reference1(x, [](double v) { return std::pow(2.0, v); }), 2e-6);
   // Special values as std::pow defines them.
   Tensor s = make({kNaN, 0, -1, kInf, 1}, {5});
   Tensor e = make({0, -1, kInf, -1, kNaN}, {5});
@@ -274,7 +283,8 @@ TEST(ElementwiseBinary, GradientEdgeCases) {
   expect_values(gd[0], {0, 0});
   expect_values(gd[1], {0, 0});
   // Gradients come back in each input's dtype.
-  auto gm = grads_of("mul", {make({1, 2}, {2}, DType::Float32), make({3, 4}, {2})}, make({1, 1}, {2}));
+  auto gm =
+      grads_of("mul", {make({1, 2}, {2}, DType::Float32), make({3, 4}, {2})}, make({1, 1}, {2}));
   EXPECT_EQ(gm[0].dtype(), DType::Float32);
   EXPECT_EQ(gm[1].dtype(), DType::Float64);
   expect_values(gm[0], {3, 4});
@@ -290,11 +300,21 @@ TEST(ElementwiseBinary, Errors) {
   Tensor t = make({1, 0}, {2}, DType::Bool);
   expect_error([&] { call1("sub", {t, t}); }, Status::DTypeMismatch, "logical_xor");
   expect_error([&] { call1("pow", {t, t}); }, Status::DTypeMismatch, "bool");
-  expect_error([&] { call1("div", {t, t}, {{"rounding_mode", "floor"}}); }, Status::DTypeMismatch, "bool");
-  expect_error([&] { call1("div", {a, a}, {{"rounding_mode", "round"}}); }, Status::InvalidArgument,
-               "rounding_mode");
-  expect_error([&] { call1("div", {a, a}, {{"rounding_mode", 1.0}}); }, Status::InvalidArgument,
-               "rounding_mode");
+  expect_error(
+      [&] {
+        call1("div", {t, t}, {{"rounding_mode", "floor"}});
+      },
+      Status::DTypeMismatch, "bool");
+  expect_error(
+      [&] {
+        call1("div", {a, a}, {{"rounding_mode", "round"}});
+      },
+      Status::InvalidArgument, "rounding_mode");
+  expect_error(
+      [&] {
+        call1("div", {a, a}, {{"rounding_mode", 1.0}});
+      },
+      Status::InvalidArgument, "rounding_mode");
   expect_error([&] { call1("mul", {a}); }, Status::InvalidArgument, "mul");
 }
 

@@ -53,10 +53,13 @@ TEST(ElementwiseCompare, ComparedInThePromotedDType) {
   expect_values(call1("lt", {i, wrap_scalar(2.5)}), {1, 1, 0});
   expect_values(call1("eq", {i, wrap_scalar(2.0)}), {0, 1, 0});
   expect_values(call1("gt", {make({1, 0}, {2}, DType::Bool), wrap_scalar(0.5)}), {1, 0});
-  expect_values(call1("ge", {make({-1, 255}, {2}, DType::Int16), make({255, 255}, {2}, DType::UInt8)}), {0, 1});
+  expect_values(
+      call1("ge", {make({-1, 255}, {2}, DType::Int16), make({255, 255}, {2}, DType::UInt8)}),
+      {0, 1});
   // Mixed half types compare in float32 exactly.
-  expect_values(call1("eq", {make({0.5, 1}, {2}, DType::BFloat16), make({0.5, 1.5}, {2}, DType::Float16)}),
-                {1, 0});
+  expect_values(
+      call1("eq", {make({0.5, 1}, {2}, DType::BFloat16), make({0.5, 1.5}, {2}, DType::Float16)}),
+      {1, 0});
   // NaN is unequal to everything, itself included.
   Tensor n = make({kNaN, 1}, {2}, DType::Float32);
   expect_values(call1("eq", {n, n}), {0, 1});
@@ -79,8 +82,9 @@ TEST(ElementwiseCompare, LogicalOpsTakeAnyDType) {
   EXPECT_EQ(o.dtype(), DType::Bool);
   EXPECT_EQ(o.shape(), (Dims{3, 2}));
   expect_values(o, {1, 1, 1, 0, 1, 1});
-  expect_values(call1("logical_and", {noncontiguous(make({1, 0, 3}, {3}, DType::BFloat16)), wrap_int(2)}),
-                {1, 0, 1});
+  expect_values(
+      call1("logical_and", {noncontiguous(make({1, 0, 3}, {3}, DType::BFloat16)), wrap_int(2)}),
+      {1, 0, 1});
 }
 
 TEST(ElementwiseCompare, BitwiseOps) {
@@ -90,14 +94,16 @@ TEST(ElementwiseCompare, BitwiseOps) {
   expect_values(x, {6, -7, 3, 0});
   expect_values(call1("bitwise_and", {a, b}), {8, 6, 0, 5});
   expect_values(call1("bitwise_or", {a, b}), {14, -1, 3, 5});
-  expect_values(call1("bitwise_and", {make({0xF0, 0x3C}, {2}, DType::UInt8), wrap_int(0x0F)}), {0, 0x0C});
+  expect_values(call1("bitwise_and", {make({0xF0, 0x3C}, {2}, DType::UInt8), wrap_int(0x0F)}),
+                {0, 0x0C});
   Tensor t = make({1, 1, 0, 0}, {4}, DType::Bool), u = make({1, 0, 1, 0}, {4}, DType::Bool);
   Tensor bx = call1("bitwise_xor", {t, u});
   EXPECT_EQ(bx.dtype(), DType::Bool);
   expect_values(bx, {0, 1, 1, 0});
   expect_values(call1("bitwise_or", {noncontiguous(t), u}), {1, 1, 1, 0});
-  expect_values(call1("bitwise_and", {make({7, 6}, {2, 1}, DType::Int8), make({1, 2, 4}, {3}, DType::Int8)}),
-                {1, 2, 4, 0, 2, 4});
+  expect_values(
+      call1("bitwise_and", {make({7, 6}, {2, 1}, DType::Int8), make({1, 2, 4}, {3}, DType::Int8)}),
+      {1, 2, 4, 0, 2, 4});
 }
 
 TEST(ElementwiseCompare, Where) {
@@ -107,7 +113,8 @@ TEST(ElementwiseCompare, Where) {
   EXPECT_EQ(w.dtype(), DType::Float32) << "a and b promote; cond does not take part";
   EXPECT_EQ(w.shape(), (Dims{2, 3}));
   expect_values(w, {1, 2, 3, -0.5, -0.5, -0.5});
-  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int8, DType::Bool}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16, DType::Int8,
+                   DType::Bool}) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor x = make({1, 0, 1, 1, 0, 0}, {2, 3}, dt), y = make({0, 1, 0}, {3}, dt);
     Tensor m = make({1, 1, 0, 0, 1, 0}, {2, 3}, DType::Bool);
@@ -127,8 +134,10 @@ TEST(ElementwiseCompare, Where) {
 
 TEST(ElementwiseCompare, WhereGradients) {
   Tensor cond = make({1, 0, 0, 1, 1, 0}, {2, 3}, DType::Bool);
-  check_gradients("where", {cond, rand_tensor({2, 3}, DType::Float64, 6), rand_tensor({3}, DType::Float64, 7)});
-  check_gradients("where", {cond, rand_tensor({2, 1}, DType::Float64, 8), rand_tensor({}, DType::Float64, 9)});
+  check_gradients(
+      "where", {cond, rand_tensor({2, 3}, DType::Float64, 6), rand_tensor({3}, DType::Float64, 7)});
+  check_gradients(
+      "where", {cond, rand_tensor({2, 1}, DType::Float64, 8), rand_tensor({}, DType::Float64, 9)});
   auto g = grads_of("where", {cond, make({1, 2, 3, 4, 5, 6}, {2, 3}), make({0, 0, 0}, {3})},
                     make({1, 1, 1, 1, 1, 1}, {2, 3}));
   EXPECT_FALSE(g[0].defined()) << "the condition gets no gradient";
@@ -147,29 +156,58 @@ TEST(ElementwiseCompare, MaskedFill) {
   EXPECT_EQ(wide.dtype(), DType::Int32);
   EXPECT_EQ(wide.shape(), (Dims{2, 3}));
   expect_values(wide, {9, 1, 9, 9, 2, 9});
-  expect_values(call1("masked_fill", {noncontiguous(make({1, 0, 1}, {3}, DType::Bool)), mask}, {{"value", 0.0}}),
+  expect_values(call1("masked_fill", {noncontiguous(make({1, 0, 1}, {3}, DType::Bool)), mask},
+                      {{"value", 0.0}}),
                 {0, 0, 0});
-  expect_values(call1("masked_fill", {make({1, 2}, {2}, DType::BFloat16), make({0, 1}, {2}, DType::Bool)},
-                      {{"value", 0.1}}),
-                {1, 0.10009765625}, 0);
+  expect_values(
+      call1("masked_fill", {make({1, 2}, {2}, DType::BFloat16), make({0, 1}, {2}, DType::Bool)},
+            {{"value", 0.1}}),
+      {1, 0.10009765625}, 0);
   check_gradients("masked_fill", {rand_tensor({2, 3}, DType::Float64, 10), mask}, {{"value", 3.0}});
-  auto g = grads_of("masked_fill", {make({1, 2, 3}, {3}), mask}, make({1, 2, 3}, {3}), {{"value", 0.0}});
+  auto g =
+      grads_of("masked_fill", {make({1, 2, 3}, {3}), mask}, make({1, 2, 3}, {3}), {{"value", 0.0}});
   expect_values(g[0], {0, 2, 0});
 }
 
 TEST(ElementwiseCompare, Errors) {
   Tensor f = make({1.5, 2}, {2}), i = make({1, 2}, {2}, DType::Int32);
-  expect_error([&] { call1("bitwise_and", {f, i}); }, Status::DTypeMismatch, "argument 'a' has dtype float64");
+  expect_error(
+      [&] {
+        call1("bitwise_and", {f, i});
+      },
+      Status::DTypeMismatch, "argument 'a' has dtype float64");
   expect_error([&] { call1("bitwise_or", {i, f}); }, Status::DTypeMismatch, "integer or bool");
-  expect_error([&] { call1("bitwise_xor", {i, wrap_scalar(1.0)}); }, Status::DTypeMismatch, "bitwise_xor");
-  expect_error([&] { call1("where", {i, f, f}); }, Status::DTypeMismatch, "'cond' must be a bool tensor");
-  expect_error([&] { call1("masked_fill", {f, i}, {{"value", 0.0}}); }, Status::DTypeMismatch, "mask");
-  expect_error([&] { call1("masked_fill", {f, make({1, 0}, {2}, DType::Bool)}); }, Status::InvalidArgument,
-               "value");
-  expect_error([&] { call1("masked_fill", {make({1}, {1}, DType::Int8), make({1}, {1}, DType::Bool)}, {{"value", 300.0}}); },
-               Status::InvalidArgument, "does not fit in int8");
+  expect_error(
+      [&] {
+        call1("bitwise_xor", {i, wrap_scalar(1.0)});
+      },
+      Status::DTypeMismatch, "bitwise_xor");
+  expect_error(
+      [&] {
+        call1("where", {i, f, f});
+      },
+      Status::DTypeMismatch, "'cond' must be a bool tensor");
+  expect_error(
+      [&] {
+        call1("masked_fill", {f, i}, {{"value", 0.0}});
+      },
+      Status::DTypeMismatch, "mask");
+  expect_error(
+      [&] {
+        call1("masked_fill", {f, make({1, 0}, {2}, DType::Bool)});
+      },
+      Status::InvalidArgument, "value");
+  expect_error(
+      [&] {
+        call1("masked_fill", {make({1}, {1}, DType::Int8), make({1}, {1}, DType::Bool)},
+              {{"value", 300.0}});
+      },
+      Status::InvalidArgument, "does not fit in int8");
   expect_error([&] { call1("eq", {f, make({1, 2, 3}, {3})}); }, Status::ShapeMismatch, "eq");
-  expect_error([&] { call1("where", {make({1, 0, 1}, {3}, DType::Bool), f, f}); }, Status::ShapeMismatch,
-               "where");
+  expect_error(
+      [&] {
+        call1("where", {make({1, 0, 1}, {3}, DType::Bool), f, f});
+      },
+      Status::ShapeMismatch, "where");
   expect_error([&] { call1("logical_and", {f}); }, Status::InvalidArgument, "logical_and");
 }

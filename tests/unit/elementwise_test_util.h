@@ -20,11 +20,16 @@ inline const DType kFloatDTypes[] = {DType::Float32, DType::Float64, DType::BFlo
 // on the same (rounded) inputs.
 inline double tol_for(DType dt) {
   switch (dt) {
-    case DType::Float64: return 1e-12;
-    case DType::Float32: return 2e-6;
-    case DType::BFloat16: return 1e-2;
-    case DType::Float16: return 2e-3;
-    default: return 0;
+    case DType::Float64:
+      return 1e-12;
+    case DType::Float32:
+      return 2e-6;
+    case DType::BFloat16:
+      return 1e-2;
+    case DType::Float16:
+      return 2e-3;
+    default:
+      return 0;
   }
 }
 

@@ -45,10 +45,19 @@ const UnaryCase kCases[] = {
     {"gelu", gelu_tanh, -4, 4, {{"approximate", "tanh"}}, true},
     {"silu", [](double x) { return x * sigmoid(x); }, -6, 6, {}, true},
     {"leaky_relu", [](double x) { return x > 0 ? x : 0.01 * x; }, -3, 3, {}, true},
-    {"leaky_relu", [](double x) { return x > 0 ? x : 0.2 * x; }, -3, 3, {{"negative_slope", 0.2}}, true},
+    {"leaky_relu",
+     [](double x) { return x > 0 ? x : 0.2 * x; },
+     -3,
+     3,
+     {{"negative_slope", 0.2}},
+     true},
     {"erf", [](double x) { return std::erf(x); }, -3, 3, {}, true},
-    {"clamp", [](double x) { return std::min(std::max(x, -0.5), 1.0); }, -2, 2,
-     {{"min", -0.5}, {"max", 1.0}}, false},
+    {"clamp",
+     [](double x) { return std::min(std::max(x, -0.5), 1.0); },
+     -2,
+     2,
+     {{"min", -0.5}, {"max", 1.0}},
+     false},
     {"clamp", [](double x) { return std::max(x, 0.25); }, -2, 2, {{"min", 0.25}}, false},
     {"clamp", [](double x) { return std::min(x, -0.25); }, -2, 2, {{"max", -0.25}}, false},
 };
@@ -139,7 +148,8 @@ TEST(ElementwiseUnary, SpecialValuesInTheVectorizedPath) {
     EXPECT_EQ(values(e)[1], 0);
     EXPECT_EQ(values(e)[3], 0);
     const double tiny = dt == DType::Float32 ? 1e-42 : 1e-320;
-    const double want_exp = dt == DType::Float32 ? static_cast<float>(std::exp(-100.0)) : std::exp(-100.0);
+    const double want_exp =
+        dt == DType::Float32 ? static_cast<float>(std::exp(-100.0)) : std::exp(-100.0);
     EXPECT_NEAR(values(e)[2], want_exp, want_exp * 1e-6);
     Tensor l = call1("log", {make({tiny, 0}, {2}, dt)});
     EXPECT_NEAR(values(l)[0], std::log(values(make({tiny}, {1}, dt))[0]), 1e-5);
@@ -147,7 +157,8 @@ TEST(ElementwiseUnary, SpecialValuesInTheVectorizedPath) {
   }
   // The activations built from exp and tanh stay finite for large |x|.
   Tensor big = make({-100, 100, -20, 20, kNaN, 0, -1, 1}, {8}, DType::Float32);
-  expect_close(call1("silu", {big}), reference1(big, [](double t) { return t * sigmoid(t); }), 2e-6);
+  expect_close(call1("silu", {big}), reference1(big, [](double t) { return t * sigmoid(t); }),
+               2e-6);
   expect_close(call1("gelu", {big}), reference1(big, gelu), 2e-6);
   expect_close(call1("gelu", {big}, {{"approximate", "tanh"}}), reference1(big, gelu_tanh), 2e-6);
 }
@@ -207,7 +218,8 @@ TEST(ElementwiseUnary, LogicalAndBitwiseNot) {
   Tensor n = call1("logical_not", {x});
   EXPECT_EQ(n.dtype(), DType::Bool);
   expect_values(n, {1, 0, 0, 0});
-  expect_values(call1("logical_not", {noncontiguous(make({0, 3, 0}, {3}, DType::Int64))}), {1, 0, 1});
+  expect_values(call1("logical_not", {noncontiguous(make({0, 3, 0}, {3}, DType::Int64))}),
+                {1, 0, 1});
   expect_values(call1("bitwise_not", {make({0, 5, -1}, {3}, DType::Int32)}), {-1, -6, 0});
   expect_values(call1("bitwise_not", {make({0, 5, 255}, {3}, DType::UInt8)}), {255, 250, 0});
   Tensor b = call1("bitwise_not", {make({1, 0}, {2}, DType::Bool)});
@@ -224,11 +236,14 @@ TEST(ElementwiseUnary, Cast) {
   Tensor h = call1("cast", {x}, {{"dtype", DType::BFloat16}});
   EXPECT_EQ(h.dtype(), DType::BFloat16);
   expect_values(h, {-2.703125, -0.5, 0, 1.5, 300}, 0);  // rounded to 8 significant bits
-  expect_values(call1("cast", {make({1, 0, 1}, {3}, DType::Bool)}, {{"dtype", DType::Float16}}), {1, 0, 1});
-  expect_values(call1("cast", {noncontiguous(make({7, 8, 9}, {3}, DType::Int64))}, {{"dtype", DType::Int8}}),
-                {7, 8, 9});
+  expect_values(call1("cast", {make({1, 0, 1}, {3}, DType::Bool)}, {{"dtype", DType::Float16}}),
+                {1, 0, 1});
+  expect_values(
+      call1("cast", {noncontiguous(make({7, 8, 9}, {3}, DType::Int64))}, {{"dtype", DType::Int8}}),
+      {7, 8, 9});
   // The gradient is cast back to the input's dtype.
-  auto g = grads_of("cast", {make({1, 2}, {2}, DType::Float32)}, make({0.5, 0.25}, {2}), {{"dtype", DType::Float64}});
+  auto g = grads_of("cast", {make({1, 2}, {2}, DType::Float32)}, make({0.5, 0.25}, {2}),
+                    {{"dtype", DType::Float64}});
   EXPECT_EQ(g[0].dtype(), DType::Float32);
   expect_values(g[0], {0.5, 0.25});
   // Casting to an integer dtype ends the gradient history.
@@ -244,14 +259,24 @@ TEST(ElementwiseUnary, Errors) {
   expect_error([&] { call1("abs", {b}); }, Status::DTypeMismatch, "bool");
   expect_error([&] { call1("relu", {b}); }, Status::DTypeMismatch, "relu");
   expect_error([&] { call1("bitwise_not", {f}); }, Status::DTypeMismatch, "float64");
-  expect_error([&] { call1("clamp", {f}); }, Status::InvalidArgument, "at least one of 'min' and 'max'");
+  expect_error([&] { call1("clamp", {f}); }, Status::InvalidArgument,
+               "at least one of 'min' and 'max'");
   expect_error([&] { call1("clamp", {b}, {{"min", 0.0}}); }, Status::DTypeMismatch, "clamp");
-  expect_error([&] { call1("gelu", {f}, {{"approximate", "fast"}}); }, Status::InvalidArgument,
-               "approximate");
+  expect_error(
+      [&] {
+        call1("gelu", {f}, {{"approximate", "fast"}});
+      },
+      Status::InvalidArgument, "approximate");
   expect_error([&] { call1("cast", {f}); }, Status::InvalidArgument, "dtype");
-  expect_error([&] { call1("cast", {f}, {{"dtype", "float128"}}); }, Status::InvalidArgument,
-               "float128");
-  expect_error([&] { call1("leaky_relu", {f}, {{"negative_slope", "x"}}); }, Status::InvalidArgument,
-               "negative_slope");
+  expect_error(
+      [&] {
+        call1("cast", {f}, {{"dtype", "float128"}});
+      },
+      Status::InvalidArgument, "float128");
+  expect_error(
+      [&] {
+        call1("leaky_relu", {f}, {{"negative_slope", "x"}});
+      },
+      Status::InvalidArgument, "negative_slope");
   expect_error([&] { call1("exp", {f, f}); }, Status::InvalidArgument, "exp");
 }
