@@ -108,7 +108,10 @@ samba_status samba_promote_types(samba_dtype a, samba_dtype b, samba_dtype* out)
 }
 
 samba_status samba_session_options_create(samba_session_options** out) {
-  return SAMBA_GUARDED({ *out_param(out, "out") = new samba_session_options(); });
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    *out = new samba_session_options();
+  });
 }
 
 samba_status samba_session_options_set_num_threads(samba_session_options* o, int32_t threads) {
@@ -154,7 +157,10 @@ samba_status samba_session_set_seed(samba_session* s, uint64_t seed) {
 }
 
 samba_status samba_attrs_create(samba_attrs** out) {
-  return SAMBA_GUARDED({ *out_param(out, "out") = new samba_attrs(); });
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    *out = new samba_attrs();
+  });
 }
 
 void samba_attrs_release(samba_attrs* a) { delete a; }

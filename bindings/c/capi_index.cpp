@@ -234,7 +234,10 @@ void index_put(const Tensor& t, const samba_index& idx, const Tensor& value) {
 extern "C" {
 
 samba_status samba_index_create(samba_index** out) {
-  return SAMBA_GUARDED({ *out_param(out, "out") = new samba_index(); });
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    *out = new samba_index();
+  });
 }
 
 void samba_index_release(samba_index* idx) { delete idx; }

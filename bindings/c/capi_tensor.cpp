@@ -89,8 +89,11 @@ samba_status samba_tensor_adopt(void* data, samba_dtype dtype, const int64_t* sh
 }
 
 samba_status samba_scalar_float(double value, samba_tensor** out) {
-  return SAMBA_GUARDED(
-      { *out_param(out, "out") = to_handle(Tensor::scalar(value, DType::Float64, true)); });
+  return SAMBA_GUARDED({
+    // out is checked first: the handle must not be made when it has nowhere to go.
+    out_param(out, "out");
+    *out = to_handle(Tensor::scalar(value, DType::Float64, true));
+  });
 }
 
 samba_status samba_scalar_int(int64_t value, samba_tensor** out) {

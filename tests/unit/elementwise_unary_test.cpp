@@ -163,6 +163,26 @@ TEST(ElementwiseUnary, SpecialValuesInTheVectorizedPath) {
   expect_close(call1("gelu", {big}, {{"approximate", "tanh"}}), reference1(big, gelu_tanh), 2e-6);
 }
 
+TEST(ElementwiseUnary, Float32ExpIsAccurateOverItsWholeRange) {
+  // From where e^x underflows to 0, through subnormal results, to overflow.
+  const int64_t n = 200001;
+  std::vector<double> xs(n);
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(-105.0 + 195.0 * i / (n - 1));
+  Tensor x = make(xs, {n}, DType::Float32);
+  auto e = values(call1("exp", {x})), s = values(call1("sigmoid", {x}));
+  auto ulp = [](float v) { return std::nextafter(std::abs(v), INFINITY) - std::abs(v); };
+  int bad_exp = 0, bad_sigmoid = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = static_cast<float>(std::exp(xs[i]));
+    if (std::isinf(want) ? e[i] != want : std::abs(e[i] - want) > ulp(want)) ++bad_exp;
+    // Below -88, e^-x overflows and 1 / (1 + e^-x) is 0, as in PyTorch.
+    const float sw = static_cast<float>(1 / (1 + std::exp(-xs[i])));
+    if (xs[i] > -88 && std::abs(s[i] - sw) > 4 * ulp(sw)) ++bad_sigmoid;
+  }
+  EXPECT_EQ(bad_exp, 0) << "exp results more than one ulp from the rounded exact value";
+  EXPECT_EQ(bad_sigmoid, 0) << "sigmoid results more than four ulp from the rounded exact value";
+}
+
 TEST(ElementwiseUnary, Gradients) {
   for (const auto& c : kCases) {
     SCOPED_TRACE(label(c));
