@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,16 +41,20 @@ enum class TensorRole : uint8_t {
   Intermediate = 8,    // scratch: its bytes are reused by other intermediates
   Alias = 9,           // a view of another tensor (alias_of); owns no bytes
 };
+inline constexpr int kNumTensorRoles = 10;
 
 // What an argin is for (SambaSession.get_dropout_*_argin_names).
 enum class ArginKind : uint8_t { Hyperparam = 0, DropoutRate = 1, DropoutSeed = 2 };
+inline constexpr int kNumArginKinds = 3;
 
 // Section types of SambaFlow's schedule. Values are stored in PEFs.
 enum class SectionType : uint8_t { FWD = 0, BCKWD = 1, GRADNORM = 2, OPT = 3, ZEROGRAD = 4, REDUCE = 5 };
+inline constexpr int kNumSectionTypes = 6;
 
 // How the compiler laid sections out: "section" (each separately) or
 // "spatial" (forward, backward and update as one unit).
 enum class Mapping : uint8_t { Section = 0, Spatial = 1 };
+inline constexpr int kNumMappings = 2;
 
 struct TensorDesc {
   std::string name;  // sn_name; unique in the program
@@ -65,8 +70,11 @@ struct TensorDesc {
   uint64_t nbytes = 0;
   std::string region;
 
-  // An Alias is the view (strides and offset in elements) of tensor
-  // alias_of's bytes, which must not be an Alias itself.
+  // An Alias is the view (strides and offset in elements of its own dtype)
+  // of tensor alias_of's bytes, which must not be an Alias itself. It owns
+  // nothing: its mem is its base's, arena_offset and nbytes are 0, region is
+  // empty and it has no blob or materializer. Other tensors leave strides
+  // empty (or contiguous) and view_offset 0.
   int32_t alias_of = -1;
   Dims strides;
   int64_t view_offset = 0;
