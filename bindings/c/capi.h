@@ -8,6 +8,10 @@
 #include <string_view>
 #include <vector>
 
+#include <mutex>
+#include <unordered_map>
+
+#include "compiler/compile.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
 #include "engine/ops/registry.h"
@@ -17,6 +21,26 @@
 struct samba_session {
   explicit samba_session(const samba::SessionOptions& o) : impl(o) {}
   samba::Session impl;
+  mutable std::mutex mu;  // guards graphs
+  std::vector<samba::compiler::GraphSpec> graphs;  // add_graph, for compile_multigraph
+};
+struct samba_optimizer {
+  samba::compiler::OptimizerSpec spec;
+  // Per parameter, the state of eager steps (samba_optimizer_step).
+  std::unordered_map<const samba::TensorImpl*, std::vector<samba::Tensor>> eager_state;
+};
+struct samba_compile_options {
+  samba::compiler::CompileOptions program;
+  std::string pef_path;  // "" means "<name>.pef"
+  bool write_log = true;
+  bool inference = false;
+  int64_t batch_size = 0;
+  int64_t micro_batch_size = 0;
+  samba::pef::Mapping mapping = samba::pef::Mapping::Section;
+  samba::compiler::BackwardOptions backward;
+};
+struct samba_graph {
+  samba::compiler::GraphSpec spec;
 };
 struct samba_session_options {
   samba::SessionOptions impl;

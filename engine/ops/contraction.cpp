@@ -28,6 +28,15 @@ void check_same_dtype(const char* op, const char* an, const Tensor& a, const cha
               op);
 }
 
+// Flops of a product: one multiply and one add per output element and
+// contracted index; `k` gives the contracted size from the inputs.
+template <typename K>
+FlopsFn contraction_flops(K k) {
+  return [k](const InferContext& c, std::span<const TensorMeta> out) {
+    return 2.0 * static_cast<double>(numel_of(out[0].shape)) * static_cast<double>(k(c.inputs));
+  };
+}
+
 // Broadcast batch dims of two operands; the error names both full shapes.
 Dims batch_of(const char* op, const Dims& a_batch, const Dims& b_batch, const Tensor& a,
               const Tensor& b) {
@@ -116,6 +125,7 @@ void register_transposed_products(OpRegistry& r) {
       .input("b")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) { return in[0].shape().back(); }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {transposed_product_meta("matmul_nt", c.inputs[0], false, c.inputs[1], true)};
       })
@@ -139,6 +149,7 @@ void register_transposed_products(OpRegistry& r) {
       .input("b")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) { return in[0].shape().end()[-2]; }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {transposed_product_meta("matmul_tn", c.inputs[0], true, c.inputs[1], false)};
       })
@@ -166,6 +177,9 @@ void register_matmul(OpRegistry& r) {
       .input("b")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) {
+        return in[0].dim() == 0 ? int64_t{1} : in[0].shape().back();
+      }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         check_same_dtype("matmul", "a", c.inputs[0], "b", c.inputs[1]);
         return {{c.inputs[0].dtype(), matmul_shapes(c.inputs[0], c.inputs[1]).out}};
@@ -201,6 +215,37 @@ void register_matmul(OpRegistry& r) {
 
 // ---- linear ----------------------------------------------------------------------
 
+Activation linear_activation(const Attrs& attrs) {
+  const std::string& name = attrs.s("activation");
+  auto act = activation_from_name(name);
+  SAMBA_CHECK(act.has_value(), Status::InvalidArgument,
+              "linear: unknown activation '{}'; expected none, relu, tanh, sigmoid, gelu_erf or "
+              "gelu_tanh",
+              name);
+  return *act;
+}
+
+// The gradient of linear's pre-activation result, given dL/dy.
+Tensor activation_grad(const GradContext& c) {
+  const Tensor& g = c.grad_outputs[0];
+  const Tensor& y = c.outputs[0];
+  switch (linear_activation(c.attrs)) {
+    case Activation::None: return g;
+    case Activation::Relu: return call1("relu_backward", {g, y});
+    case Activation::Tanh: return call1("tanh_backward", {g, y});
+    case Activation::Sigmoid: return call1("sigmoid_backward", {g, y});
+    case Activation::GeluErf:
+    case Activation::GeluTanh: {
+      std::vector<Tensor> in(c.inputs.begin(), c.inputs.end());
+      const Tensor pre = call("linear", in, {})[0];
+      const bool tanh = linear_activation(c.attrs) == Activation::GeluTanh;
+      return call1("gelu_backward", {g, pre},
+                   {{"approximate", std::string(tanh ? "tanh" : "none")}});
+    }
+  }
+  return g;
+}
+
 TensorMeta linear_meta(const Tensor& x, const Tensor& w, const Tensor& bias) {
   check_same_dtype("linear", "x", x, "weight", w);
   SAMBA_CHECK(
@@ -232,9 +277,14 @@ void register_linear(OpRegistry& r) {
       .input("x")
       .input("weight")
       .optional_input("bias")
+      .attr("activation", AttrType::String, std::string("none"),
+            "applied to the result by the GEMM epilogue: none, relu, tanh, sigmoid, gelu_erf or "
+            "gelu_tanh (the compiler fuses a following activation op into it)")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) { return in[0].shape().back(); }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        linear_activation(c.attrs);
         return {
             linear_meta(c.inputs[0], c.inputs[1], c.inputs.size() > 2 ? c.inputs[2] : Tensor())};
       })
@@ -243,14 +293,17 @@ void register_linear(OpRegistry& r) {
         const Tensor& out = c.outputs[0];
         ProductEpilogue ep;
         if (c.inputs.size() > 2) ep.bias = c.inputs[2];
+        ep.act = linear_activation(c.attrs);
         const Tensor out2 = x.dim() == 1 ? reshaped_out(out, {1, out.shape()[0]}) : out;
         batched_product(out2, as_row(x), false, c.inputs[1], true, ep);
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
-        // y = x Wᵀ + b: dx = dy W, dW = dyᵀ x (batch folded into the contraction),
-        // db = dy summed over every dim but the last.
+        // y = act(x Wᵀ + b): the activation's gradient first (from y where the
+        // activation allows, else from the recomputed pre-activation), then
+        // dx = dy W, dW = dyᵀ x (batch folded into the contraction), db = dy
+        // summed over every dim but the last.
         const Tensor &x = c.inputs[0], &w = c.inputs[1];
-        const Tensor& g = c.grad_outputs[0];
+        const Tensor g = activation_grad(c);
         const int64_t in = w.shape()[1], outf = w.shape()[0];
         Tensor gx, gw, gb;
         if (c.needs_grad(0)) gx = call1("matmul", {g, w});
@@ -278,6 +331,7 @@ void register_addmm(OpRegistry& r) {
       .attr("alpha", AttrType::Float, 1.0, "multiplier of a @ b")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) { return in[1].shape().back(); }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor &in = c.inputs[0], &a = c.inputs[1], &b = c.inputs[2];
         check_same_dtype("addmm", "a", a, "b", b);
@@ -340,6 +394,7 @@ void register_addmm(OpRegistry& r) {
       .input("b")
       .fusion(Fusion::Contraction)
       .strided_inputs()
+      .flops(contraction_flops([](std::span<const Tensor> in) { return in[0].shape().back(); }))
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor &a = c.inputs[0], &b = c.inputs[1];
         check_same_dtype("bmm", "a", a, "b", b);

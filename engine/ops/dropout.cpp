@@ -75,6 +75,9 @@ void register_dropout(OpRegistry& r) {
       .attr("training", AttrType::Bool, true, "false makes the op the identity")
       .attr("seed", AttrType::Int, int64_t{0}, "Philox key")
       .attr("offset", AttrType::Int, int64_t{0}, "Philox stream: use a new one for each mask")
+      .attr_role("p", AttrRole::DropoutRate)
+      .attr_role("seed", AttrRole::DropoutSeed)
+      .attr_role("offset", AttrRole::RngOffset)
       .fusion(Fusion::Elementwise)
       .seeded()
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {

@@ -265,6 +265,16 @@ OpBuilder& OpBuilder::optional_attr(std::string n, AttrType t, std::string doc) 
 OpBuilder& OpBuilder::fusion(Fusion f) { d_.fusion = f; return *this; }
 OpBuilder& OpBuilder::strided_inputs() { d_.strided_inputs = true; return *this; }
 OpBuilder& OpBuilder::seeded() { d_.nondeterministic_seeded = true; return *this; }
+OpBuilder& OpBuilder::view_of_contiguous() { d_.view_needs_contiguous = true; return *this; }
+OpBuilder& OpBuilder::attr_role(std::string_view name, AttrRole role) {
+  for (auto& a : d_.attrs)
+    if (a.name == name) {
+      a.role = role;
+      return *this;
+    }
+  fail(Status::Internal, "op '{}': attr_role names unknown attribute '{}'", d_.name, name);
+}
+OpBuilder& OpBuilder::flops(FlopsFn f) { d_.flops = std::move(f); return *this; }
 OpBuilder& OpBuilder::infer(InferFn f) { d_.infer = std::move(f); return *this; }
 OpBuilder& OpBuilder::kernel(KernelFn f) { d_.kernel = std::move(f); return *this; }
 OpBuilder& OpBuilder::view(ViewFn f) { d_.view = std::move(f); return *this; }
@@ -337,12 +347,36 @@ OpInterceptor*& current_interceptor() {
   return t;
 }
 
+// While tracing, an error names the op and the tensors it was given, since
+// the model code that called it is not on the engine's side of the boundary.
+static std::vector<Tensor> traced_call(OpInterceptor& ic, const OpDef& op, std::span<const Tensor> inputs,
+                                       const Attrs& given) {
+  try {
+    op.check_inputs(inputs);
+    Attrs attrs = op.resolve(given);
+    std::vector<TensorMeta> metas = op.infer(InferContext{op, inputs, attrs});
+    for (const auto& m : metas) check_shape(m.shape);
+    return ic.record(op, inputs, attrs, std::move(metas));
+  } catch (const Error& e) {
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const std::string& in_name = op.inputs.empty() ? std::string("?") : op.inputs[std::min(i, op.inputs.size() - 1)].name;
+      const Tensor& t = inputs[i];
+      ins.push_back(t.defined() ? fmt::format("{}={}{}{}", in_name, t.name().empty() ? "" : t.name() + ": ",
+                                              dtype_name(t.dtype()), dims_str(t.shape()))
+                                : fmt::format("{}=none", in_name));
+    }
+    throw Error(e.code(), fmt::format("while tracing op '{}' with inputs ({}): {}", op.name,
+                                      fmt::join(ins, ", "), e.what()));
+  }
+}
+
 std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const Attrs& given) {
+  if (OpInterceptor* ic = current_interceptor()) return traced_call(*ic, op, inputs, given);
   op.check_inputs(inputs);
   Attrs attrs = op.resolve(given);
   std::vector<TensorMeta> metas = op.infer(InferContext{op, inputs, attrs});
   for (const auto& m : metas) check_shape(m.shape);
-  if (OpInterceptor* ic = current_interceptor()) return ic->record(op, inputs, attrs, std::move(metas));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) continue;
     const std::string& in_name = op.inputs[std::min(i, op.inputs.size() - 1)].name;
@@ -398,6 +432,27 @@ Tensor call1(std::string_view op, std::initializer_list<Tensor> inputs, const At
   auto outs = call(op, inputs, attrs);
   SAMBA_CHECK(outs.size() == 1, Status::Internal, "op '{}' returned {} outputs; expected one", op, outs.size());
   return std::move(outs[0]);
+}
+
+}  // namespace samba
+
+namespace samba {
+
+double estimate_flops(const OpDef& op, const InferContext& c, std::span<const TensorMeta> outputs) {
+  if (op.flops) return op.flops(c, outputs);
+  double out_elems = 0, in_elems = 0;
+  for (const auto& m : outputs) out_elems += static_cast<double>(numel_of(m.shape));
+  for (const auto& t : c.inputs)
+    if (t.defined()) in_elems += static_cast<double>(t.numel());
+  switch (op.fusion) {
+    case Fusion::Elementwise: return out_elems;
+    case Fusion::Reduction: return in_elems;
+    case Fusion::View:
+    case Fusion::Creation: return 0;
+    case Fusion::Contraction:
+    case Fusion::Opaque: return std::max(in_elems, out_elems);
+  }
+  return 0;
 }
 
 }  // namespace samba

@@ -48,6 +48,9 @@ class Attrs {
   DType dtype(std::string_view name) const;
 
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  // Value of the i-th item, for code that patches resolved attributes in
+  // place (the runtime's argins); the set of names never changes through it.
+  AttrValue& value_at(size_t i) { return items_.at(i).second; }
   bool operator==(const Attrs& o) const { return items_ == o.items_; }
 
  private:
@@ -68,12 +71,23 @@ struct InputSpec {
   bool mutated = false;   // written in place (running statistics)
 };
 
+// What a compiled program does with an attribute at run time. Plain ones are
+// fixed at compile time; the others become argins (or are set by the
+// runtime) so that run() can change them without recompiling.
+enum class AttrRole : uint8_t {
+  Plain = 0,
+  DropoutRate = 1,  // an argin; evaluation mode (train = false) sets it to 0
+  DropoutSeed = 2,  // an argin: the key of the op's random stream
+  RngOffset = 3,    // set by the runtime to the step count, so each step draws anew
+};
+
 struct AttrSpec {
   std::string name;
   AttrType type;
   AttrValue default_value;  // monostate: required, unless `optional`
   bool optional = false;    // may be absent; kernels test attrs.has(name)
   std::string doc;
+  AttrRole role = AttrRole::Plain;
 };
 
 struct OutputSpec {
@@ -120,6 +134,9 @@ using KernelFn = std::function<void(KernelContext&)>;
 using ViewFn = std::function<std::vector<Tensor>(std::span<const Tensor> inputs, const Attrs&)>;
 // One gradient per input (undefined when none), built by calling registry ops.
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
+// Floating-point operations one call performs, for cost estimates (the
+// compiler's .pef.log and profiles). Inputs may be symbolic.
+using FlopsFn = std::function<double(const InferContext&, std::span<const TensorMeta> outputs)>;
 
 struct OpDef {
   std::string name;
@@ -130,10 +147,14 @@ struct OpDef {
   Fusion fusion = Fusion::Opaque;
   bool strided_inputs = false;  // the kernel reads any strides itself
   bool nondeterministic_seeded = false;  // uses the `seed` attribute (random ops)
+  // A view op whose view function needs a contiguous input (reshape): the
+  // tracer makes a non-contiguous input contiguous first.
+  bool view_needs_contiguous = false;
   InferFn infer;
   KernelFn kernel;
   ViewFn view;
   GradFn grad;
+  FlopsFn flops;  // optional; the default estimate follows the fusion class
 
   const AttrSpec* find_attr(std::string_view n) const;
   // Validates and completes user attributes against the schema.
@@ -160,6 +181,10 @@ class OpBuilder {
   OpBuilder& fusion(Fusion f);
   OpBuilder& strided_inputs();
   OpBuilder& seeded();
+  OpBuilder& view_of_contiguous();
+  // Gives the already declared attribute `name` a run-time role.
+  OpBuilder& attr_role(std::string_view name, AttrRole role);
+  OpBuilder& flops(FlopsFn f);
   OpBuilder& infer(InferFn f);
   OpBuilder& kernel(KernelFn f);
   OpBuilder& view(ViewFn f);
@@ -205,5 +230,10 @@ std::vector<Tensor> call(std::string_view op, std::span<const Tensor> inputs, co
 std::vector<Tensor> call(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
 // Single-output convenience.
 Tensor call1(std::string_view op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {});
+
+// Estimated floating-point operations of one call of `op` (its FlopsFn, or
+// an estimate from its fusion class: one per output element for elementwise
+// ops, one per input element for reductions).
+double estimate_flops(const OpDef& op, const InferContext& c, std::span<const TensorMeta> outputs);
 
 }  // namespace samba

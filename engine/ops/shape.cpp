@@ -197,6 +197,7 @@ void register_shape(OpRegistry& r) {
       .input("x")
       .required_attr("shape", AttrType::Ints, "the new shape")
       .fusion(Fusion::View)
+      .view_of_contiguous()
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {{c.inputs[0].dtype(), infer_reshape(c.inputs[0], c.attrs.ints("shape"))}};
       })
@@ -320,6 +321,7 @@ void register_shape(OpRegistry& r) {
       .attr("start_dim", AttrType::Int, int64_t{0})
       .attr("end_dim", AttrType::Int, int64_t{-1})
       .fusion(Fusion::View)
+      .view_of_contiguous()
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {{c.inputs[0].dtype(), flatten_shape(c.inputs[0], c.attrs)}};
       })

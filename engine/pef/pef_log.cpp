@@ -230,8 +230,11 @@ class LogWriter {
   void memory() {
     title("memory plan");
     for (int m = 0; m < kNumMemTypes; ++m)
-      fmt::format_to(out_, "arena {:<4}      {} bytes ({})\n", mem_type_name(static_cast<MemType>(m)),
+      fmt::format_to(out_, "state {:<4}      {} bytes ({})\n", mem_type_name(static_cast<MemType>(m)),
                      p_.memory.arena_bytes[m], human_bytes(p_.memory.arena_bytes[m]));
+    for (int m = 0; m < kNumMemTypes; ++m)
+      fmt::format_to(out_, "activation {:<4} {} bytes ({})\n", mem_type_name(static_cast<MemType>(m)),
+                     p_.memory.activation_bytes[m], human_bytes(p_.memory.activation_bytes[m]));
     fmt::format_to(out_, "peak            {} bytes ({})\n", p_.memory.peak_bytes, human_bytes(p_.memory.peak_bytes));
     fmt::format_to(out_, "lower bound     {} bytes ({})", p_.memory.lower_bound_bytes,
                    human_bytes(p_.memory.lower_bound_bytes));

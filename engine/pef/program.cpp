@@ -37,6 +37,10 @@ bool iequals(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+bool in_activation_area(TensorRole r) {
+  return r == TensorRole::Input || r == TensorRole::Output || r == TensorRole::Intermediate;
+}
+
 std::string_view mem_type_name(MemType m) { return name_in(kMemTypeNames, static_cast<size_t>(m)); }
 std::string_view tensor_role_name(TensorRole r) { return name_in(kRoleNames, static_cast<size_t>(r)); }
 std::string_view section_type_name(SectionType t) {

@@ -56,6 +56,15 @@ inline constexpr int kNumSectionTypes = 6;
 enum class Mapping : uint8_t { Section = 0, Spatial = 1 };
 inline constexpr int kNumMappings = 2;
 
+// Device memory has two areas per memory type. The state area holds what a
+// model keeps between runs and shares between concurrent runs (weights,
+// gradients, optimizer state, buffers, constants, output gradients); the
+// activation area holds what each run works on (inputs, outputs,
+// intermediates), and every concurrent run of a session has its own copy.
+// A tensor's role says which area its arena_offset is in (an Alias is in its
+// base's).
+bool in_activation_area(TensorRole r);
+
 struct TensorDesc {
   std::string name;  // sn_name; unique in the program
   DType dtype = DType::Float32;
@@ -63,8 +72,9 @@ struct TensorDesc {
   TensorRole role = TensorRole::Intermediate;
 
   // Storage. Every tensor but an Alias owns nbytes = numel * element_size
-  // contiguous bytes at arena_offset of arena `mem`. Tensors with the same
-  // non-empty region share one allocation (same mem, offset and size).
+  // contiguous bytes at arena_offset of its area of memory type `mem`.
+  // Tensors with the same non-empty region share one allocation (same mem,
+  // offset and size).
   MemType mem = MemType::DDR;
   uint64_t arena_offset = 0;
   uint64_t nbytes = 0;
@@ -171,8 +181,9 @@ struct MaterializerDesc {
 };
 
 struct MemoryPlanDesc {
-  uint64_t arena_bytes[kNumMemTypes] = {0, 0, 0};
-  uint64_t peak_bytes = 0;         // sum of the arenas
+  uint64_t arena_bytes[kNumMemTypes] = {0, 0, 0};       // state area per memory type
+  uint64_t activation_bytes[kNumMemTypes] = {0, 0, 0};  // activation area per memory type
+  uint64_t peak_bytes = 0;         // sum of both areas over the memory types (one run)
   uint64_t lower_bound_bytes = 0;  // persistent bytes + the largest live set of intermediates
 
   bool operator==(const MemoryPlanDesc&) const = default;

@@ -324,6 +324,14 @@ ProgramDesc convert(const fb::Program& root) {
     SAMBA_CHECK(n == kNumMemTypes, Status::CorruptFile,
                 "memory plan: {} arena sizes, expected {} (DDR, HBM, HOST)", n, kNumMemTypes);
     for (size_t i = 0; i < n; ++i) p.memory.arena_bytes[i] = arenas->Get(static_cast<flatbuffers::uoffset_t>(i));
+    // An absent list means empty activation areas; a present one has one
+    // size per memory type.
+    const auto* activation = m->activation_bytes();
+    const size_t na = activation ? activation->size() : 0;
+    SAMBA_CHECK(!activation || na == kNumMemTypes, Status::CorruptFile,
+                "memory plan: {} activation area sizes, expected {} (DDR, HBM, HOST)", na, kNumMemTypes);
+    for (size_t i = 0; i < na; ++i)
+      p.memory.activation_bytes[i] = activation->Get(static_cast<flatbuffers::uoffset_t>(i));
     p.memory.peak_bytes = m->peak_bytes();
     p.memory.lower_bound_bytes = m->lower_bound_bytes();
   }

@@ -84,11 +84,12 @@ void check_owner_storage(const ProgramDesc& p, size_t i, const std::string& labe
   if (t.nbytes != bytes)
     corrupt("{}: nbytes {} but its {} elements of {} take {} bytes", label, t.nbytes, numel,
             dtype_name(t.dtype), bytes);
-  uint64_t arena = p.memory.arena_bytes[static_cast<size_t>(t.mem)];
+  const bool activation = in_activation_area(t.role);
+  uint64_t arena = (activation ? p.memory.activation_bytes : p.memory.arena_bytes)[static_cast<size_t>(t.mem)];
   uint64_t end = 0;
   if (__builtin_add_overflow(t.arena_offset, t.nbytes, &end) || end > arena)
-    corrupt("{}: arena_offset {} + nbytes {} exceeds the {} arena of {} bytes", label, t.arena_offset, t.nbytes,
-            mem_type_name(t.mem), arena);
+    corrupt("{}: arena_offset {} + nbytes {} exceeds the {} {} area of {} bytes", label, t.arena_offset, t.nbytes,
+            mem_type_name(t.mem), activation ? "activation" : "state", arena);
 }
 
 void check_references(const ProgramDesc& p, size_t i, const std::string& label) {
@@ -131,16 +132,20 @@ bool same_region(const ProgramDesc& p, const Extent& a, const Extent& b) {
 
 // Persistent tensors never share bytes (but for one region), and no
 // intermediate's bytes fall on a persistent tensor's.
+// Each memory type has a state and an activation area: index 2 * mem + area.
 void check_overlap(const ProgramDesc& p) {
-  std::vector<Extent> persistent[kNumMemTypes], scratch[kNumMemTypes];
+  constexpr int kSpaces = 2 * kNumMemTypes;
+  std::vector<Extent> persistent[kSpaces], scratch[kSpaces];
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDesc& t = p.tensors[i];
     if (t.role == TensorRole::Alias || t.nbytes == 0) continue;
     Extent e{t.arena_offset, t.arena_offset + t.nbytes, i};
-    (owns_persistent_bytes(t.role) ? persistent : scratch)[static_cast<size_t>(t.mem)].push_back(e);
+    const size_t space = 2 * static_cast<size_t>(t.mem) + (in_activation_area(t.role) ? 1 : 0);
+    (owns_persistent_bytes(t.role) ? persistent : scratch)[space].push_back(e);
   }
-  for (int m = 0; m < kNumMemTypes; ++m) {
-    auto& ps = persistent[m];
+  for (int sp = 0; sp < kSpaces; ++sp) {
+    const int m = sp / 2;
+    auto& ps = persistent[sp];
     std::sort(ps.begin(), ps.end(), [](const Extent& a, const Extent& b) {
       return a.begin != b.begin ? a.begin < b.begin : a.tensor < b.tensor;
     });
@@ -157,7 +162,7 @@ void check_overlap(const ProgramDesc& p) {
     // Persistent extents now overlap only within a region, so their ends
     // grow with their beginnings: the first ending after a scratch extent's
     // beginning is the only one that could meet it.
-    for (const Extent& s : scratch[m]) {
+    for (const Extent& s : scratch[sp]) {
       auto it = std::upper_bound(ps.begin(), ps.end(), s.begin,
                                  [](uint64_t v, const Extent& e) { return v < e.end; });
       if (it != ps.end() && it->begin < s.end && !same_region(p, s, *it))
@@ -171,11 +176,14 @@ void check_overlap(const ProgramDesc& p) {
 void check_memory_plan(const ProgramDesc& p) {
   uint64_t sum = 0;
   for (int m = 0; m < kNumMemTypes; ++m)
-    if (__builtin_add_overflow(sum, p.memory.arena_bytes[m], &sum))
-      corrupt("memory plan: the arena sizes add up to more than 64 bits");
+    if (__builtin_add_overflow(sum, p.memory.arena_bytes[m], &sum) ||
+        __builtin_add_overflow(sum, p.memory.activation_bytes[m], &sum))
+      corrupt("memory plan: the area sizes add up to more than 64 bits");
   if (p.memory.peak_bytes != sum)
-    corrupt("memory plan: peak_bytes {} is not the sum {} of the arenas (DDR {}, HBM {}, HOST {})",
-            p.memory.peak_bytes, sum, p.memory.arena_bytes[0], p.memory.arena_bytes[1], p.memory.arena_bytes[2]);
+    corrupt("memory plan: peak_bytes {} is not the sum {} of the state areas (DDR {}, HBM {}, HOST {}) and the "
+            "activation areas (DDR {}, HBM {}, HOST {})",
+            p.memory.peak_bytes, sum, p.memory.arena_bytes[0], p.memory.arena_bytes[1], p.memory.arena_bytes[2],
+            p.memory.activation_bytes[0], p.memory.activation_bytes[1], p.memory.activation_bytes[2]);
   if (p.memory.lower_bound_bytes > p.memory.peak_bytes)
     corrupt("memory plan: lower_bound_bytes {} exceeds peak_bytes {}", p.memory.lower_bound_bytes,
             p.memory.peak_bytes);

@@ -71,7 +71,9 @@ class PefBuilder {
       metadata.push_back(fb::CreateMetadataEntry(fbb_, ko, vo));
     }
     auto arenas = fbb_.CreateVector(p.memory.arena_bytes, kNumMemTypes);
-    auto memory = fb::CreateMemoryPlan(fbb_, arenas, p.memory.peak_bytes, p.memory.lower_bound_bytes);
+    auto activation = fbb_.CreateVector(p.memory.activation_bytes, kNumMemTypes);
+    auto memory =
+        fb::CreateMemoryPlan(fbb_, arenas, p.memory.peak_bytes, p.memory.lower_bound_bytes, activation);
 
     auto compiler_version = str(p.compiler_version);
     auto name = str(p.name);

@@ -132,7 +132,9 @@ class ProgramBuilder {
   void metadata(std::string k, std::string v) { p_.metadata.emplace_back(std::move(k), std::move(v)); }
 
   ProgramDesc finish() {
-    uint64_t end[kNumMemTypes] = {0, 0, 0};
+    // Two areas per memory type: state (weights, gradients, ...) and
+    // activation (inputs, outputs, intermediates).
+    uint64_t state_end[kNumMemTypes] = {0, 0, 0}, act_end[kNumMemTypes] = {0, 0, 0};
     auto align = [](uint64_t n) { return (n + 63) / 64 * 64; };
     std::vector<std::pair<std::string, size_t>> regions;
     for (size_t i = 0; i < p_.tensors.size(); ++i) {
@@ -146,11 +148,11 @@ class ProgramBuilder {
         }
         regions.emplace_back(t.region, i);
       }
-      uint64_t& e = end[static_cast<size_t>(t.mem)];
+      uint64_t& e = (in_activation_area(t.role) ? act_end : state_end)[static_cast<size_t>(t.mem)];
       t.arena_offset = e;
       e = align(e + t.nbytes);
     }
-    uint64_t scratch = end[0], scratch_end = end[0];
+    uint64_t scratch = act_end[0], scratch_end = act_end[0];
     for (size_t i = 0; i < p_.tensors.size(); ++i) {
       TensorDesc& t = p_.tensors[i];
       if (t.role != TensorRole::Intermediate) continue;
@@ -158,9 +160,13 @@ class ProgramBuilder {
       t.arena_offset = scratch + scratch_slot_[i];
       scratch_end = std::max(scratch_end, align(t.arena_offset + t.nbytes));
     }
-    end[0] = scratch_end;
-    for (int m = 0; m < kNumMemTypes; ++m) p_.memory.arena_bytes[m] = end[m];
-    p_.memory.peak_bytes = end[0] + end[1] + end[2];
+    act_end[0] = scratch_end;
+    p_.memory.peak_bytes = 0;
+    for (int m = 0; m < kNumMemTypes; ++m) {
+      p_.memory.arena_bytes[m] = state_end[m];
+      p_.memory.activation_bytes[m] = act_end[m];
+      p_.memory.peak_bytes += state_end[m] + act_end[m];
+    }
     p_.memory.lower_bound_bytes = p_.memory.peak_bytes - (scratch_end - scratch) / 2;
     return p_;
   }

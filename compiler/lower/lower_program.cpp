@@ -1,0 +1,314 @@
+#include "compiler/lower/lower_program.h"
+
+#include <cstring>
+#include <map>
+
+#include "compiler/memplan/memory_plan.h"
+#include "engine/core/error.h"
+#include "samba.h"
+
+namespace samba::compiler {
+namespace {
+
+pef::TensorRole role_of(const Value& v) {
+  if (v.is_view()) return pef::TensorRole::Alias;
+  switch (v.kind) {
+    case ValueKind::Input: return pef::TensorRole::Input;
+    case ValueKind::Parameter: return pef::TensorRole::Parameter;
+    case ValueKind::Buffer: return pef::TensorRole::Buffer;
+    case ValueKind::Constant: return pef::TensorRole::Constant;
+    case ValueKind::Gradient: return pef::TensorRole::Gradient;
+    case ValueKind::OptimizerState: return pef::TensorRole::OptimizerState;
+    case ValueKind::OutputGrad: return pef::TensorRole::OutputGrad;
+    case ValueKind::Intermediate: return v.is_output ? pef::TensorRole::Output : pef::TensorRole::Intermediate;
+  }
+  return pef::TensorRole::Intermediate;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<uint8_t> out(c.nbytes());
+  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
+  return out;
+}
+
+// Which values the program uses: those live kernels read or write, the
+// graph's interface, and the roots of used views.
+std::vector<bool> referenced_values(const CompiledGraph& cg) {
+  const Graph& g = cg.graph;
+  std::vector<bool> ref(g.values.size(), false);
+  auto mark = [&](ValueId v) {
+    if (v == kNone) return;
+    ref[v] = true;
+    ref[g.root(v)] = true;
+  };
+  for (const Kernel& k : cg.kernels)
+    for (NodeId n : k.nodes) {
+      for (ValueId v : g.node(n).inputs) mark(v);
+      for (ValueId v : g.node(n).outputs) mark(v);
+    }
+  for (const Node& n : g.nodes)  // views: resolved at load, still part of the program
+    if (!n.dead && n.op->view) {
+      for (ValueId v : n.inputs) mark(v);
+      for (ValueId v : n.outputs) mark(v);
+    }
+  for (ValueId v : g.inputs) mark(v);
+  for (ValueId v : g.outputs) mark(v);
+  for (ValueId v : g.parameters) {
+    mark(v);
+    mark(g.value(v).grad);
+  }
+  for (ValueId v : g.output_grads) mark(v);
+  return ref;
+}
+
+class Lowering {
+ public:
+  Lowering(const std::vector<CompiledGraph>& graphs, const std::vector<GraphSpec>& specs,
+           const CompileOptions& opts)
+      : graphs_(graphs), specs_(specs), opts_(opts) {}
+
+  pef::ProgramDesc run() {
+    p_.name = opts_.name;
+    p_.compiler_version = samba_version();
+    p_.opt_level = opts_.opt_level;
+    p_.metadata = opts_.metadata;
+
+    std::vector<std::vector<bool>> referenced;
+    for (const auto& cg : graphs_) referenced.push_back(referenced_values(cg));
+    std::vector<PlanInput> plan_in;
+    for (size_t gi = 0; gi < graphs_.size(); ++gi)
+      plan_in.push_back({&graphs_[gi].graph, &graphs_[gi].kernels, &graphs_[gi].sections, &referenced[gi]});
+    plan_ = plan_memory(plan_in, opts_.io_host_memory);
+    for (int m = 0; m < pef::kNumMemTypes; ++m) {
+      p_.memory.arena_bytes[m] = plan_.arena_bytes[m];
+      p_.memory.activation_bytes[m] = plan_.activation_bytes[m];
+    }
+    p_.memory.peak_bytes = plan_.peak_bytes;
+    p_.memory.lower_bound_bytes = plan_.lower_bound_bytes;
+
+    tensor_of_.resize(graphs_.size());
+    for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_tensors(gi, referenced[gi]);
+    for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_graph(gi);
+    return std::move(p_);
+  }
+
+ private:
+  int32_t argin_index(const std::string& name) {
+    for (size_t i = 0; i < p_.argins.size(); ++i)
+      if (p_.argins[i].name == name) return static_cast<int32_t>(i);
+    fail(Status::Internal, "lowering: argin '{}' was not declared", name);
+  }
+
+  int32_t add_blob(const Tensor& t) {
+    p_.blobs.push_back({bytes_of(t)});
+    return static_cast<int32_t>(p_.blobs.size() - 1);
+  }
+
+  void lower_tensors(size_t gi, const std::vector<bool>& referenced) {
+    const Graph& g = graphs_[gi].graph;
+    const Placement& pl = plan_.graphs[gi];
+    std::vector<int32_t>& index = tensor_of_[gi];
+    index.assign(g.values.size(), -1);
+    const bool prefix = graphs_.size() > 1;
+    // Roots first, so aliases can name their base.
+    for (int pass = 0; pass < 2; ++pass)
+      for (const Value& v : g.values) {
+        if (!referenced[v.id] || v.is_view() != (pass == 1)) continue;
+        const bool shared = is_persistent(v.kind);
+        std::string name = v.name;
+        if (prefix && !shared) name = fmt::format("{}/{}", g.name, v.name);
+        if (shared) {
+          if (auto it = persistent_.find(name); it != persistent_.end()) {
+            const pef::TensorDesc& t = p_.tensors[it->second];
+            SAMBA_CHECK(t.dtype == v.dtype && t.shape == v.shape, Status::InvalidArgument,
+                        "compile: graphs '{}' and another graph both use a tensor named '{}' but "
+                        "as {}{} and {}{}",
+                        g.name, name, dtype_name(v.dtype), dims_str(v.shape), dtype_name(t.dtype),
+                        dims_str(t.shape));
+            index[v.id] = it->second;
+            continue;
+          }
+        }
+        pef::TensorDesc t;
+        t.name = name;
+        t.dtype = v.dtype;
+        t.shape = v.shape;
+        t.role = role_of(v);
+        t.requires_grad = v.requires_grad;
+        t.batch_dim = v.batch_dim;
+        t.owner = v.owner;
+        if (v.is_view()) {
+          t.alias_of = index[v.view_of];
+          t.strides = v.strides;
+          t.view_offset = v.view_offset;
+        } else {
+          t.mem = pl.mem[v.id];
+          t.arena_offset = pl.offset[v.id];
+          t.nbytes = pl.nbytes[v.id];
+          t.region = v.region;
+          t.strides = contiguous_strides(v.shape);
+        }
+        const bool has_values = v.host.defined() && v.host.has_data();
+        if (v.kind == ValueKind::Constant || v.kind == ValueKind::OutputGrad ||
+            (opts_.embed_weights && has_values &&
+             (v.kind == ValueKind::Parameter || v.kind == ValueKind::Buffer))) {
+          if (has_values) t.blob = add_blob(v.host);
+        }
+        if (v.materializer) {
+          p_.materializers.push_back(*v.materializer);
+          t.materializer = static_cast<int32_t>(p_.materializers.size() - 1);
+        }
+        p_.tensors.push_back(std::move(t));
+        index[v.id] = static_cast<int32_t>(p_.tensors.size() - 1);
+        if (shared) persistent_[name] = index[v.id];
+      }
+    for (ValueId pv : g.parameters) {
+      const Value& v = g.value(pv);
+      if (v.grad != kNone && index[pv] >= 0) p_.tensors[index[pv]].grad = index[v.grad];
+    }
+    for (const ArginSpec& a : g.argins) {
+      bool known = false;
+      for (const auto& have : p_.argins)
+        if (have.name == a.name) {
+          SAMBA_CHECK(have.default_value == a.default_value && have.kind == a.kind,
+                      Status::InvalidArgument,
+                      "compile: argin '{}' has default {} in graph '{}' and {} in another graph",
+                      a.name, attr_value_str(a.default_value), g.name, attr_value_str(have.default_value));
+          known = true;
+        }
+      if (!known) p_.argins.push_back({a.name, a.kind, a.default_value});
+    }
+  }
+
+  pef::KernelDesc lower_kernel(size_t gi, const Kernel& k) {
+    const Graph& g = graphs_[gi].graph;
+    const auto& index = tensor_of_[gi];
+    pef::KernelDesc kd;
+    kd.fusion = k.nodes.size() == 1 ? g.node(k.nodes[0]).op->fusion : Fusion::Elementwise;
+    std::vector<std::string> names;
+    auto add_unique = [](std::vector<int32_t>& list, int32_t t) {
+      for (int32_t x : list)
+        if (x == t) return;
+      list.push_back(t);
+    };
+    for (NodeId nid : k.nodes) {
+      const Node& n = g.node(nid);
+      names.push_back(n.name);
+      pef::OpCall call;
+      call.op = n.op->name;
+      call.attrs = n.attrs;
+      std::vector<Tensor> sym_in;
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        const ValueId v = n.inputs[i];
+        call.inputs.push_back(v == kNone ? -1 : index[v]);
+        if (v == kNone) {
+          sym_in.emplace_back();
+          continue;
+        }
+        const Value& val = g.value(v);
+        sym_in.push_back(Tensor::symbolic(val.shape, val.dtype));
+        kd.bytes += static_cast<double>(numel_of(val.shape) * static_cast<int64_t>(element_size(val.dtype)));
+        const InputSpec& spec = n.op->inputs[std::min(i, n.op->inputs.size() - 1)];
+        add_unique(spec.mutated ? kd.writes : kd.reads, index[v]);
+        if (spec.mutated) add_unique(kd.reads, index[v]);
+      }
+      std::vector<TensorMeta> metas;
+      for (ValueId o : n.outputs) {
+        const Value& val = g.value(o);
+        call.outputs.push_back(index[o]);
+        add_unique(kd.writes, index[o]);
+        metas.push_back({val.dtype, val.shape});
+        kd.bytes += static_cast<double>(numel_of(val.shape) * static_cast<int64_t>(element_size(val.dtype)));
+      }
+      for (const Binding& b : n.bindings) call.bindings.push_back({b.attr, argin_index(b.argin)});
+      kd.flops += estimate_flops(*n.op, InferContext{*n.op, sym_in, n.attrs}, metas);
+      kd.ops.push_back(std::move(call));
+    }
+    kd.name = names.size() == 1 ? names[0] : fmt::format("fused[{}]", fmt::join(names, "+"));
+    if (graphs_.size() > 1) kd.name = fmt::format("{}/{}", g.name, kd.name);
+    return kd;
+  }
+
+  void lower_graph(size_t gi) {
+    const CompiledGraph& cg = graphs_[gi];
+    const Graph& g = cg.graph;
+    const GraphSpec& spec = specs_[gi];
+    const auto& index = tensor_of_[gi];
+    const int32_t graph_index = static_cast<int32_t>(p_.graphs.size());
+    pef::GraphDesc gd;
+    gd.name = g.name;
+    for (ValueId v : g.inputs) gd.inputs.push_back(index[v]);
+    for (ValueId v : g.outputs) gd.outputs.push_back(index[v]);
+    for (size_t i = 0; i < g.outputs.size(); ++i)
+      gd.output_grads.push_back(i < g.output_grads.size() && g.output_grads[i] != kNone ? index[g.output_grads[i]] : -1);
+    for (ValueId v : g.parameters)
+      if (index[v] >= 0) gd.parameters.push_back(index[v]);
+    gd.batch_size = spec.batch_size;
+    gd.micro_batch_size = spec.micro_batch_size;
+    gd.mapping = spec.mapping;
+    gd.inference = spec.inference;
+    gd.grad_accumulation = spec.backward.grad_accumulation;
+    gd.signature = cg.signature;
+
+    std::vector<ValueId> value_of_tensor(p_.tensors.size(), kNone);
+    for (size_t v = 0; v < index.size(); ++v)
+      if (index[v] >= 0) value_of_tensor[index[v]] = static_cast<ValueId>(v);
+    const int32_t kernel_base = static_cast<int32_t>(p_.kernels.size());
+    for (const Kernel& k : cg.kernels) p_.kernels.push_back(lower_kernel(gi, k));
+    const bool micro = spec.micro_batch_size > 0 && spec.micro_batch_size < spec.batch_size;
+    std::map<pef::SectionType, int> count;
+    for (const SectionPlan& sp : cg.sections) {
+      pef::SectionDesc sd;
+      sd.id = static_cast<int32_t>(p_.sections.size());
+      const int nth = count[sp.type]++;
+      sd.name = fmt::format("{}_{}{}", g.name, pef::section_type_name(sp.type), nth ? fmt::format("_{}", nth) : "");
+      sd.type = sp.type;
+      sd.graph = graph_index;
+      sd.micro_batched = micro && (sp.type == pef::SectionType::FWD || sp.type == pef::SectionType::BCKWD);
+      std::vector<bool> written(p_.tensors.size(), false), listed_read(p_.tensors.size(), false),
+          listed_write(p_.tensors.size(), false);
+      for (int32_t k : sp.kernels) {
+        const pef::KernelDesc& kd = p_.kernels[kernel_base + k];
+        sd.kernels.push_back(kernel_base + k);
+        for (int32_t t : kd.reads)
+          if (!written[t] && !listed_read[t]) {
+            listed_read[t] = true;
+            sd.reads.push_back(t);
+          }
+        for (int32_t t : kd.writes) {
+          written[t] = true;
+          const pef::TensorDesc& td = p_.tensors[t];
+          const ValueId v = value_of_tensor[t];
+          const bool lives_on = td.role != pef::TensorRole::Intermediate ||
+                                (v != kNone && plan_.graphs[gi].pinned[g.root(v)]);
+          if (lives_on && !listed_write[t]) {
+            listed_write[t] = true;
+            sd.writes.push_back(t);
+          }
+        }
+      }
+      gd.sections.push_back(sd.id);
+      p_.schedule.push_back({static_cast<int32_t>(p_.schedule.size()), sd.id});
+      p_.sections.push_back(std::move(sd));
+    }
+    p_.graphs.push_back(std::move(gd));
+  }
+
+  const std::vector<CompiledGraph>& graphs_;
+  const std::vector<GraphSpec>& specs_;
+  const CompileOptions& opts_;
+  pef::ProgramDesc p_;
+  MemoryPlan plan_;
+  std::vector<std::vector<int32_t>> tensor_of_;
+  std::map<std::string, int32_t> persistent_;
+};
+
+}  // namespace
+
+pef::ProgramDesc lower_program(const std::vector<CompiledGraph>& graphs,
+                               const std::vector<GraphSpec>& specs, const CompileOptions& opts) {
+  return Lowering(graphs, specs, opts).run();
+}
+
+}  // namespace samba::compiler

@@ -1,0 +1,32 @@
+// Kernels and sections. Live nodes (views excepted: the runtime resolves
+// them to aliases at load) are grouped into kernels, the nodes of a section's
+// flow graph: one node per kernel at o0; at o1, chains of elementwise ops
+// that feed each other become one kernel. Kernels are then cut into sections
+// by phase, in the schedule order ZEROGRAD, FWD, BCKWD, GRADNORM, OPT.
+#pragma once
+
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace samba::compiler {
+
+struct Kernel {
+  std::vector<NodeId> nodes;  // in graph order
+  Phase phase = Phase::Forward;
+};
+
+std::vector<Kernel> form_kernels(const Graph& g, int opt_level);
+
+struct SectionPlan {
+  pef::SectionType type = pef::SectionType::FWD;
+  std::vector<int32_t> kernels;  // indices into the kernel list, in order
+};
+
+// Sections in schedule order; phases without kernels get no section (an
+// inference graph has only FWD).
+std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels);
+
+pef::SectionType section_type_of(Phase p);
+
+}  // namespace samba::compiler

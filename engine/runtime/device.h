@@ -1,0 +1,54 @@
+// The emulated RDU's memory. Device memory is separate from host memory: an
+// arena per memory type (DDR, HBM, HOST), laid out by the PEF's memory plan,
+// so moving data between a host tensor and a device tensor is a real copy,
+// as on hardware. Arenas are anonymous mappings: their pages are zero until
+// written and cost nothing until touched.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/core/tensor.h"
+#include "engine/pef/program.h"
+
+namespace samba::runtime {
+
+class DeviceArena {
+ public:
+  DeviceArena() = default;
+  explicit DeviceArena(size_t nbytes);  // throws OutOfMemory
+  ~DeviceArena();
+  DeviceArena(DeviceArena&& o) noexcept;
+  DeviceArena& operator=(DeviceArena&& o) noexcept;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// One area (state or activation) of every memory type.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  // Sizes per memory type, from the memory plan.
+  explicit DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]);
+  std::byte* base(pef::MemType m) const { return arenas_[static_cast<int>(m)].data(); }
+  size_t size(pef::MemType m) const { return arenas_[static_cast<int>(m)].size(); }
+  uint64_t total_bytes() const;
+
+ private:
+  DeviceArena arenas_[pef::kNumMemTypes];
+};
+
+// A tensor viewing device bytes of `memory` (which must outlive it): the
+// root tensor `t` of the program, contiguous at its planned offset.
+Tensor device_view(const DeviceMemory& memory, const pef::TensorDesc& t);
+
+}  // namespace samba::runtime

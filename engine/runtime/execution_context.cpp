@@ -1,0 +1,210 @@
+#include "engine/runtime/execution_context.h"
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <optional>
+
+#include "engine/core/error.h"
+#include "engine/runtime/profiler.h"
+
+namespace samba::runtime {
+
+namespace flow = tbb::flow;
+
+struct ExecutionContext::SectionGraph {
+  flow::graph graph;
+  flow::broadcast_node<flow::continue_msg> start{graph};
+  std::vector<std::unique_ptr<flow::continue_node<flow::continue_msg>>> nodes;
+  bool sequential = false;  // a chain: run in order on the calling thread
+  std::atomic<bool> failed{false};
+  std::mutex error_mu;
+  std::exception_ptr error;
+};
+
+ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state)
+    : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes) {
+  build_tensors(state);
+  build_batch_buffers();
+  graphs_.resize(program_->sections().size());
+}
+
+ExecutionContext::~ExecutionContext() = default;
+
+void ExecutionContext::build_tensors(const DeviceMemory& state) {
+  const auto& tensors = program_->desc().tensors;
+  tensors_.resize(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (t.role == pef::TensorRole::Alias) continue;
+    tensors_[i] = device_view(pef::in_activation_area(t.role) ? activation_ : state, t);
+    tensors_[i].impl()->name = t.name;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (t.role != pef::TensorRole::Alias) continue;
+    const Tensor& base = tensors_[static_cast<size_t>(t.alias_of)];
+    tensors_[i] = base.as_strided(t.shape, t.strides, base.offset() + t.view_offset);
+    tensors_[i].impl()->name = t.name;
+  }
+  const auto& kernels = program_->kernels();
+  args_.resize(kernels.size());
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    for (const OpStep& s : kernels[k].steps) {
+      StepArgs a;
+      for (int32_t t : s.inputs) a.inputs.push_back(t < 0 ? Tensor() : tensors_[static_cast<size_t>(t)]);
+      for (int32_t t : s.outputs) a.outputs.push_back(tensors_[static_cast<size_t>(t)]);
+      a.attrs = s.attrs;
+      args_[k].push_back(std::move(a));
+    }
+  }
+}
+
+void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
+  const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  std::vector<StepArgs>& steps = args_[static_cast<size_t>(kernel)];
+  std::optional<ProfileScope> scope;
+  if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel))
+    scope.emplace(*values.profiler, (*values.kernel_names)[static_cast<size_t>(kernel)], ProfileCategory::Kernel);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const OpStep& s = plan.steps[i];
+    StepArgs& a = steps[i];
+    // Run-time values replace the compiled ones in place; the variant keeps
+    // its alternative, so nothing is allocated.
+    for (const OpStep::Bound& b : s.bound) {
+      const AttrValue& v = (*values.argins)[static_cast<size_t>(b.argin)];
+      AttrValue& slot = a.attrs.value_at(b.attr);
+      if (std::holds_alternative<double>(slot) && std::holds_alternative<int64_t>(v))
+        slot = static_cast<double>(std::get<int64_t>(v));
+      else if (std::holds_alternative<int64_t>(slot) && std::holds_alternative<double>(v))
+        slot = static_cast<int64_t>(std::get<double>(v));
+      else
+        slot = v;
+    }
+    if (s.rng_offset_attr >= 0) a.attrs.value_at(static_cast<size_t>(s.rng_offset_attr)) = values.rng_step;
+    KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs};
+    s.op->kernel(kc);
+  }
+}
+
+ExecutionContext::SectionGraph& ExecutionContext::graph_of(int32_t section) {
+  auto& slot = graphs_[static_cast<size_t>(section)];
+  if (slot) return *slot;
+  const SectionPlan& sp = program_->sections()[static_cast<size_t>(section)];
+  auto g = std::make_unique<SectionGraph>();
+  const size_t n = sp.kernels.size();
+  g->sequential = true;
+  for (size_t j = 1; j < n; ++j) {
+    const auto& p = sp.preds[j];
+    g->sequential &= !p.empty() && p.back() == static_cast<int32_t>(j - 1);
+  }
+  if (!g->sequential) {
+    SectionGraph* raw = g.get();
+    for (size_t j = 0; j < n; ++j) {
+      const int32_t kernel = sp.kernels[j];
+      g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
+          g->graph, [this, raw, kernel](const flow::continue_msg&) {
+            if (raw->failed.load(std::memory_order_relaxed)) return;
+            try {
+              run_kernel(kernel, *current_);
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(raw->error_mu);
+              if (!raw->error) raw->error = std::current_exception();
+              raw->failed = true;
+            }
+          }));
+    }
+    for (size_t j = 0; j < n; ++j) {
+      if (sp.preds[j].empty()) flow::make_edge(g->start, *g->nodes[j]);
+      for (int32_t p : sp.preds[j]) flow::make_edge(*g->nodes[static_cast<size_t>(p)], *g->nodes[j]);
+    }
+  }
+  slot = std::move(g);
+  return *slot;
+}
+
+void ExecutionContext::run_section(int32_t section, const RunValues& values) {
+  const SectionPlan& sp = program_->sections()[static_cast<size_t>(section)];
+  SectionGraph& g = graph_of(section);
+  if (g.sequential) {
+    for (int32_t k : sp.kernels) run_kernel(k, values);
+    return;
+  }
+  current_ = &values;
+  g.failed = false;
+  g.error = nullptr;
+  g.start.try_put(flow::continue_msg());
+  g.graph.wait_for_all();
+  current_ = nullptr;
+  if (g.error) std::rethrow_exception(g.error);
+}
+
+void ExecutionContext::build_batch_buffers() {
+  const pef::ProgramDesc& d = program_->desc();
+  split_of_.assign(d.tensors.size(), -1);
+  uint64_t total = 0;
+  std::vector<std::pair<int32_t, int64_t>> todo;  // (tensor, micro-batches)
+  for (const auto& g : d.graphs) {
+    if (g.micro_batch_size <= 0 || g.micro_batch_size >= g.batch_size) continue;
+    const int64_t n = g.batch_size / g.micro_batch_size;
+    auto consider = [&](int32_t t) {
+      const auto& td = d.tensors[static_cast<size_t>(t)];
+      if (td.batch_dim != 0 || td.role == pef::TensorRole::Alias || split_of_[t] >= 0) return;
+      split_of_[t] = static_cast<int32_t>(todo.size());
+      todo.emplace_back(t, n);
+      total += (td.nbytes * static_cast<uint64_t>(n) + 63) / 64 * 64;
+    };
+    for (int32_t t : g.inputs) consider(t);
+    for (int32_t t : g.outputs) consider(t);
+    for (int32_t t : g.output_grads)
+      if (t >= 0) consider(t);
+  }
+  if (todo.empty()) return;
+  batch_area_ = DeviceArena(total);
+  uint64_t at = 0;
+  for (auto [t, n] : todo) {
+    const auto& td = d.tensors[static_cast<size_t>(t)];
+    Dims full_shape = td.shape;
+    full_shape[0] *= n;
+    const uint64_t bytes = td.nbytes * static_cast<uint64_t>(n);
+    Ref<Storage> storage = Storage::borrow(batch_area_.data() + at, bytes);
+    BatchSplit sp;
+    sp.root = t;
+    sp.full = Tensor::view_of(storage, td.dtype, full_shape, contiguous_strides(full_shape), 0);
+    sp.micro_numel = numel_of(td.shape);
+    splits_.push_back(std::move(sp));
+    at += (bytes + 63) / 64 * 64;
+  }
+  for (size_t i = 0; i < d.tensors.size(); ++i) {
+    const auto& td = d.tensors[i];
+    if (td.role == pef::TensorRole::Alias && split_of_[td.alias_of] >= 0)
+      splits_[static_cast<size_t>(split_of_[td.alias_of])].aliases.push_back(static_cast<int32_t>(i));
+  }
+  select_micro_batch(0);
+}
+
+void ExecutionContext::select_micro_batch(int32_t k) {
+  const auto& tensors = program_->desc().tensors;
+  for (const BatchSplit& sp : splits_) {
+    const int64_t base = static_cast<int64_t>(k) * sp.micro_numel;
+    TensorImpl* root = tensors_[static_cast<size_t>(sp.root)].impl();
+    root->storage = sp.full.impl()->storage;
+    root->offset = base;
+    for (int32_t a : sp.aliases) {
+      TensorImpl* alias = tensors_[static_cast<size_t>(a)].impl();
+      alias->storage = sp.full.impl()->storage;
+      alias->offset = base + tensors[static_cast<size_t>(a)].view_offset;
+    }
+  }
+}
+
+const Tensor& ExecutionContext::full_tensor(int32_t t) const {
+  const int32_t s = split_of_.empty() ? -1 : split_of_[static_cast<size_t>(t)];
+  return s >= 0 ? splits_[static_cast<size_t>(s)].full : tensors_.at(static_cast<size_t>(t));
+}
+
+bool ExecutionContext::is_batch_split(int32_t t) const {
+  return !split_of_.empty() && split_of_[static_cast<size_t>(t)] >= 0;
+}
+
+}  // namespace samba::runtime

@@ -1,0 +1,95 @@
+// ExecutionContext: what one run works on. It owns the activation area
+// (inputs, outputs, intermediates) and, built once when the context is
+// created, a tensor for every program tensor (state tensors view the shared
+// Device's state area), the argument spans of every op step, a copy of
+// every kernel's attributes for run-time argins, and one oneTBB flow graph
+// per section (a continue_node per kernel, edges from the program's
+// dependencies) that is reset and re-run on every call. A run therefore
+// allocates nothing of its own. A context is used by one run at a time.
+#pragma once
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <memory>
+#include <vector>
+
+#include "engine/runtime/device.h"
+#include "engine/runtime/program.h"
+
+namespace samba {
+class Profiler;
+}
+
+namespace samba::runtime {
+
+// What one run of sections needs besides its context: argin values and the
+// step counter random ops draw their streams from.
+struct RunValues {
+  const std::vector<AttrValue>* argins = nullptr;  // one per program argin
+  int64_t rng_step = 0;
+  Profiler* profiler = nullptr;                             // may be null
+  const std::vector<std::string_view>* kernel_names = nullptr;  // interned, per kernel
+};
+
+class ExecutionContext {
+ public:
+  // `state` is the shared state area; it must outlive the context.
+  ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state);
+  ~ExecutionContext();
+  ExecutionContext(const ExecutionContext&) = delete;
+  ExecutionContext& operator=(const ExecutionContext&) = delete;
+
+  const Program& program() const { return *program_; }
+  // This context's copy of the argin values for the run in progress
+  // (refreshed from the session's before each run; no allocation).
+  std::vector<AttrValue>& argin_values() { return argin_values_; }
+  // The device tensor of program tensor t (a view into device memory).
+  const Tensor& tensor(int32_t t) const { return tensors_.at(static_cast<size_t>(t)); }
+
+  // Runs section `s` (an index into program().sections()) on the session's
+  // arena: every kernel once, in dependency order, in parallel where the
+  // graph allows. The first kernel error is rethrown after the graph drains.
+  void run_section(int32_t s, const RunValues& values);
+
+  // Tensors of a micro-batched graph's inputs and outputs that have a batch
+  // dim live in full-batch buffers; the program's tensor (traced at the
+  // micro-batch size) views micro-batch k of it. Points every such tensor
+  // and its aliases at micro-batch `k` (no copy, nothing allocated).
+  void select_micro_batch(int32_t k);
+  // The whole-batch view of tensor t (t's own view when it is not split).
+  const Tensor& full_tensor(int32_t t) const;
+  bool is_batch_split(int32_t t) const;
+
+ private:
+  struct StepArgs {
+    std::vector<Tensor> inputs;
+    std::vector<Tensor> outputs;
+    Attrs attrs;  // the step's attributes; bound ones are patched per run
+  };
+  struct SectionGraph;
+
+  void build_tensors(const DeviceMemory& state);
+  void run_kernel(int32_t kernel, const RunValues& values);
+  SectionGraph& graph_of(int32_t section);
+
+  struct BatchSplit {
+    int32_t root;           // the program tensor (micro-batch shape)
+    Tensor full;            // the whole-batch buffer
+    int64_t micro_numel;    // elements per micro-batch
+    std::vector<int32_t> aliases;
+  };
+  void build_batch_buffers();
+
+  std::shared_ptr<const Program> program_;
+  DeviceMemory activation_;
+  DeviceArena batch_area_;
+  std::vector<BatchSplit> splits_;
+  std::vector<int32_t> split_of_;  // per tensor: index into splits_, or -1
+  std::vector<AttrValue> argin_values_;
+  std::vector<Tensor> tensors_;
+  std::vector<std::vector<StepArgs>> args_;  // per kernel, per step
+  std::vector<std::unique_ptr<SectionGraph>> graphs_;
+  const RunValues* current_ = nullptr;  // the run in progress (read by graph nodes)
+};
+
+}  // namespace samba::runtime

@@ -1,0 +1,126 @@
+#include "engine/runtime/program.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace samba::runtime {
+namespace {
+
+// A byte range of device memory: which area and memory type, and where.
+struct ByteRange {
+  int32_t space;  // mem type * 2 + (activation ? 1 : 0)
+  uint64_t lo, hi;
+  bool overlaps(const ByteRange& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
+  bool covers(const ByteRange& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
+};
+
+struct Access {
+  ByteRange range;
+  int32_t kernel;  // local index
+  bool write;
+};
+
+}  // namespace
+
+Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
+  for (size_t i = 0; i < desc_.tensors.size(); ++i) tensor_by_name_[desc_.tensors[i].name] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < desc_.argins.size(); ++i) argin_by_name_[desc_.argins[i].name] = static_cast<int32_t>(i);
+  kernels_.reserve(desc_.kernels.size());
+  for (const auto& kd : desc_.kernels) build_kernel(kd);
+  for (const auto& sd : desc_.sections) build_section(sd);
+}
+
+int32_t Program::find_tensor(std::string_view name) const {
+  auto it = tensor_by_name_.find(std::string(name));
+  return it == tensor_by_name_.end() ? -1 : it->second;
+}
+
+int32_t Program::find_argin(std::string_view name) const {
+  auto it = argin_by_name_.find(std::string(name));
+  return it == argin_by_name_.end() ? -1 : it->second;
+}
+
+int32_t Program::find_section_id(int32_t id) const {
+  for (size_t i = 0; i < sections_.size(); ++i)
+    if (sections_[i].id == id) return static_cast<int32_t>(i);
+  return -1;
+}
+
+int32_t Program::root(int32_t t) const {
+  const auto& td = desc_.tensors.at(static_cast<size_t>(t));
+  return td.role == pef::TensorRole::Alias ? td.alias_of : t;
+}
+
+bool Program::in_activation(int32_t t) const {
+  return pef::in_activation_area(desc_.tensors.at(static_cast<size_t>(root(t))).role);
+}
+
+void Program::build_kernel(const pef::KernelDesc& kd) {
+  KernelPlan k;
+  k.name = kd.name;
+  k.fusion = kd.fusion;
+  k.flops = kd.flops;
+  k.bytes = kd.bytes;
+  for (const auto& call : kd.ops) {
+    OpStep s;
+    s.op = &OpRegistry::global().get(call.op);
+    s.attrs = s.op->resolve(call.attrs);
+    s.inputs = call.inputs;
+    s.outputs = call.outputs;
+    const auto& items = s.attrs.items();
+    for (const auto& b : call.bindings)
+      for (size_t i = 0; i < items.size(); ++i)
+        if (items[i].first == b.attr) s.bound.push_back({i, b.argin});
+    for (size_t i = 0; i < items.size(); ++i) {
+      const AttrSpec* spec = s.op->find_attr(items[i].first);
+      if (spec && spec->role == AttrRole::RngOffset) s.rng_offset_attr = static_cast<int32_t>(i);
+    }
+    k.steps.push_back(std::move(s));
+  }
+  for (int32_t t : kd.writes) k.writes_state |= !in_activation(t);
+  kernels_.push_back(std::move(k));
+}
+
+void Program::build_section(const pef::SectionDesc& sd) {
+  SectionPlan s;
+  s.id = sd.id;
+  s.name = sd.name;
+  s.type = sd.type;
+  s.graph = sd.graph;
+  s.kernels = sd.kernels;
+  s.micro_batched = sd.micro_batched;
+  s.preds.resize(s.kernels.size());
+
+  auto range_of = [&](int32_t t) {
+    const auto& base = desc_.tensors[static_cast<size_t>(root(t))];
+    const int32_t space = static_cast<int32_t>(base.mem) * 2 + (pef::in_activation_area(base.role) ? 1 : 0);
+    return ByteRange{space, base.arena_offset, base.arena_offset + std::max<uint64_t>(base.nbytes, 1)};
+  };
+  // Earlier accesses still relevant to later kernels. A write that covers
+  // an earlier access makes it redundant: whoever comes later and conflicts
+  // with it also conflicts with the covering write, which depends on it.
+  std::vector<Access> live;
+  for (size_t j = 0; j < s.kernels.size(); ++j) {
+    const auto& kd = desc_.kernels[static_cast<size_t>(s.kernels[j])];
+    std::vector<Access> mine;
+    for (int32_t t : kd.reads) mine.push_back({range_of(t), static_cast<int32_t>(j), false});
+    for (int32_t t : kd.writes) mine.push_back({range_of(t), static_cast<int32_t>(j), true});
+    std::vector<int32_t>& preds = s.preds[j];
+    for (const Access& a : mine)
+      for (const Access& r : live)
+        if ((a.write || r.write) && r.kernel != a.kernel && a.range.overlaps(r.range)) preds.push_back(r.kernel);
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    for (const Access& a : mine) {
+      if (a.write)
+        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& r) { return a.range.covers(r.range); }),
+                   live.end());
+    }
+    live.insert(live.end(), mine.begin(), mine.end());
+    s.writes_state |= kernels_[static_cast<size_t>(s.kernels[j])].writes_state;
+  }
+  sections_.push_back(std::move(s));
+}
+
+}  // namespace samba::runtime

@@ -1,0 +1,84 @@
+// Program: a verified PEF made ready to run, immutable once built. Op names
+// are resolved to registry entries, attributes bound to argins are located,
+// and each section's kernels get their dependency graph, derived from the
+// device bytes they read and write (so tensors that share memory through the
+// plan are ordered correctly, whatever their names). Many execution contexts
+// (concurrent runs) share one Program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/pef/program.h"
+
+namespace samba::runtime {
+
+// An op call ready to run. `attrs` holds the compiled values; `bound` lists,
+// for each attribute fed by an argin, its position in attrs.items() and the
+// argin's index, so a run patches values in place without lookups.
+struct OpStep {
+  const OpDef* op = nullptr;
+  Attrs attrs;
+  std::vector<int32_t> inputs;   // tensor indices; -1 for an absent optional input
+  std::vector<int32_t> outputs;  // tensor indices
+  struct Bound {
+    size_t attr;
+    int32_t argin;
+  };
+  std::vector<Bound> bound;
+  int32_t rng_offset_attr = -1;  // position of an attribute with the RngOffset role
+};
+
+struct KernelPlan {
+  std::string name;
+  Fusion fusion = Fusion::Opaque;
+  std::vector<OpStep> steps;
+  double flops = 0;
+  double bytes = 0;
+  bool writes_state = false;  // writes a tensor of the state area
+};
+
+struct SectionPlan {
+  int32_t id = 0;
+  std::string name;
+  pef::SectionType type = pef::SectionType::FWD;
+  int32_t graph = 0;
+  std::vector<int32_t> kernels;                // program kernel indices, in order
+  std::vector<std::vector<int32_t>> preds;     // per local kernel: local kernels it waits for
+  bool micro_batched = false;
+  bool writes_state = false;  // any kernel writes the state area
+};
+
+class Program {
+ public:
+  // Builds from a program that passed pef::verify_program (or came from
+  // the reader, which verifies).
+  explicit Program(pef::ProgramDesc desc);
+
+  const pef::ProgramDesc& desc() const { return desc_; }
+  const std::vector<KernelPlan>& kernels() const { return kernels_; }
+  const std::vector<SectionPlan>& sections() const { return sections_; }
+
+  // Index of the tensor / argin / section with that name or id; -1 if none.
+  int32_t find_tensor(std::string_view name) const;
+  int32_t find_argin(std::string_view name) const;
+  int32_t find_section_id(int32_t id) const;
+
+  // The tensor whose bytes tensor t uses (t itself unless it is an alias).
+  int32_t root(int32_t t) const;
+  bool in_activation(int32_t t) const;  // its bytes are in the activation area
+
+ private:
+  void build_kernel(const pef::KernelDesc& kd);
+  void build_section(const pef::SectionDesc& sd);
+
+  pef::ProgramDesc desc_;
+  std::vector<KernelPlan> kernels_;
+  std::vector<SectionPlan> sections_;
+  std::unordered_map<std::string, int32_t> tensor_by_name_;
+  std::unordered_map<std::string, int32_t> argin_by_name_;
+};
+
+}  // namespace samba::runtime

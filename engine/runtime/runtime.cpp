@@ -1,0 +1,375 @@
+#include "engine/runtime/runtime.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <optional>
+
+#include "engine/core/error.h"
+#include "engine/ops/autograd.h"
+#include "engine/runtime/profile_events.h"
+#include "engine/runtime/profiler.h"
+
+namespace samba::runtime {
+
+struct Runtime::ContextLease {
+  Runtime* rt = nullptr;
+  ExecutionContext* ctx = nullptr;
+  bool primary = false;
+  std::unique_lock<std::mutex> primary_lock;
+  ContextLease() = default;
+  ContextLease(ContextLease&&) = default;
+  ~ContextLease() {
+    if (ctx && !primary) rt->release(ctx);
+  }
+};
+
+Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
+    : program_(std::make_shared<const Program>(std::move(program))),
+      pool_(pool),
+      profiler_(profiler),
+      state_(program_->desc().memory.arena_bytes) {
+  for (const auto& a : program_->desc().argins) argins_.push_back(a.default_value);
+  for (const auto& k : program_->kernels())
+    kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
+  initialize_state();
+  primary_ = std::make_unique<ExecutionContext>(program_, state_);
+}
+
+Runtime::~Runtime() = default;
+
+void Runtime::initialize_state() {
+  // Blobs hold initial values (constants, output gradients of ones, weights
+  // embedded at compile time); every other device byte starts at zero.
+  const auto& d = program_->desc();
+  for (const auto& t : d.tensors) {
+    if (t.blob < 0 || t.role == pef::TensorRole::Alias || pef::in_activation_area(t.role)) continue;
+    const auto& blob = d.blobs[static_cast<size_t>(t.blob)].data;
+    Tensor dst = device_view(state_, t);
+    SAMBA_CHECK(blob.size() == dst.nbytes(), Status::CorruptFile,
+                "PEF: blob of tensor '{}' has {} bytes; the tensor has {}", t.name, blob.size(), dst.nbytes());
+    if (!blob.empty()) std::memcpy(dst.raw_data(), blob.data(), blob.size());
+  }
+}
+
+int32_t Runtime::tensor_index(std::string_view name, const char* what) const {
+  const int32_t t = program_->find_tensor(name);
+  if (t >= 0) return t;
+  fail(Status::NotFound, "{}: the PEF '{}' has no tensor named '{}'", what, program_->desc().name, name);
+}
+
+Runtime::ContextLease Runtime::lease(bool exclusive) {
+  ContextLease l;
+  l.rt = this;
+  if (exclusive) {
+    l.primary_lock = std::unique_lock<std::mutex>(primary_mu_);
+  } else {
+    l.primary_lock = std::unique_lock<std::mutex>(primary_mu_, std::try_to_lock);
+  }
+  if (l.primary_lock.owns_lock()) {
+    l.ctx = primary_.get();
+    l.primary = true;
+    return l;
+  }
+  {
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    if (!spares_.empty()) {
+      l.ctx = spares_.back().release();
+      spares_.pop_back();
+      return l;
+    }
+  }
+  l.ctx = new ExecutionContext(program_, state_);
+  return l;
+}
+
+void Runtime::release(ExecutionContext* ctx) {
+  std::lock_guard<std::mutex> lock(spare_mu_);
+  spares_.emplace_back(ctx);
+}
+
+std::vector<int32_t> Runtime::select_calls(const RunRequest& r) const {
+  const auto& d = program_->desc();
+  SAMBA_CHECK(r.section_types.empty() || r.section_ids.empty(), Status::InvalidArgument,
+              "run: give section_types or section_ids, not both");
+  std::vector<int32_t> calls;
+  if (!r.section_types.empty()) {
+    for (const std::string& name : r.section_types) {
+      const pef::SectionType type = pef::section_type_from_name(name);
+      bool any = false;
+      for (const auto& c : d.schedule)
+        if (d.sections[static_cast<size_t>(c.section)].type == type) calls.push_back(c.id), any = true;
+      SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no {} section", d.name, pef::section_type_name(type));
+    }
+    return calls;
+  }
+  if (!r.section_ids.empty()) {
+    for (int32_t id : r.section_ids) {
+      bool any = false;
+      for (const auto& c : d.schedule)
+        if (d.sections[static_cast<size_t>(c.section)].id == id) calls.push_back(c.id), any = true;
+      SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no section with id {} (ids 0..{})", d.name, id,
+                  d.sections.size() - 1);
+    }
+    return calls;
+  }
+  const int64_t n = static_cast<int64_t>(d.schedule.size());
+  const int64_t from = r.from_call < 0 ? 0 : r.from_call;
+  const int64_t until = r.until_call < 0 ? n : r.until_call;
+  SAMBA_CHECK(from <= n && until <= n && from <= until, Status::OutOfRange,
+              "run: call range [{}, {}) is not within the schedule's call ids 0..{}", r.from_call,
+              r.until_call, n);
+  for (int64_t c = from; c < until; ++c) calls.push_back(static_cast<int32_t>(c));
+  return calls;
+}
+
+void Runtime::check_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary) const {
+  for (const Tensor& host : r.inputs) {
+    SAMBA_CHECK(host.defined(), Status::NullPointer, "run: an input tensor is NULL");
+    const int32_t t = tensor_index(host.name(), "run: input");
+    const auto& td = program_->desc().tensors[static_cast<size_t>(t)];
+    const Tensor& dst = ctx.full_tensor(t);
+    SAMBA_CHECK(host.has_data(), Status::InvalidState, "run: input '{}' has no data", host.name());
+    SAMBA_CHECK(host.shape() == dst.shape(), Status::ShapeMismatch,
+                "run: input '{}' has shape {}; the PEF expects {}", host.name(), dims_str(host.shape()),
+                dims_str(dst.shape()));
+    SAMBA_CHECK(host.dtype() == dst.dtype(), Status::DTypeMismatch, "run: input '{}' has dtype {}; the PEF expects {}",
+                host.name(), dtype_name(host.dtype()), dtype_name(dst.dtype()));
+    SAMBA_CHECK(td.role != pef::TensorRole::Alias, Status::InvalidArgument,
+                "run: '{}' is a view inside the program and cannot be set", host.name());
+    SAMBA_CHECK(pef::in_activation_area(td.role) || primary, Status::Internal,
+                "run: state tensor '{}' set outside the primary context", host.name());
+  }
+}
+
+void Runtime::bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary,
+                          const std::vector<int32_t>& graphs_run) {
+  std::optional<ProfileScope> scope;
+  if (profiler_) scope.emplace(*profiler_, profile_events::kSetTensors, ProfileCategory::Runtime);
+  for (const Tensor& host : r.inputs) ctx.full_tensor(program_->find_tensor(host.name())).copy_from(host);
+  if (primary) return;
+  // Another context than the primary: inputs the run does not give take the
+  // values they have in the primary context, as if the run had used it.
+  const auto& d = program_->desc();
+  for (int32_t g : graphs_run)
+    for (int32_t t : d.graphs[static_cast<size_t>(g)].inputs) {
+      bool given = false;
+      for (const Tensor& host : r.inputs) given |= host.name() == d.tensors[static_cast<size_t>(t)].name;
+      if (given) continue;
+      std::lock_guard<std::mutex> lock(primary_mu_);
+      ctx.full_tensor(t).copy_from(primary_->full_tensor(t));
+    }
+}
+
+void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r) {
+  const auto& d = program_->desc();
+  const auto& sections = program_->sections();
+  bool has_fwd = false;
+  for (int32_t c : calls) has_fwd |= sections[static_cast<size_t>(d.schedule[c].section)].type == pef::SectionType::FWD;
+  RunValues values;
+  values.argins = &ctx.argin_values();
+  values.profiler = profiler_;
+  values.kernel_names = &kernel_names_;
+  // A run with a forward pass is a new step (new dropout masks); a backward
+  // without one reuses the masks of the last forward.
+  values.rng_step = has_fwd ? step_.fetch_add(1) + 1 : step_.load();
+
+  size_t i = 0;
+  while (i < calls.size()) {
+    const int32_t s0 = d.schedule[calls[i]].section;
+    const SectionPlan& first = sections[static_cast<size_t>(s0)];
+    // Consecutive micro-batched calls of one graph stream each micro-batch
+    // through all of them before the next micro-batch starts.
+    size_t j = i + 1;
+    if (first.micro_batched)
+      while (j < calls.size()) {
+        const SectionPlan& sp = sections[static_cast<size_t>(d.schedule[calls[j]].section)];
+        if (!sp.micro_batched || sp.graph != first.graph) break;
+        ++j;
+      }
+    const auto& g = d.graphs[static_cast<size_t>(first.graph)];
+    const int64_t micro = first.micro_batched ? g.batch_size / g.micro_batch_size : 1;
+    // Outputs reduced over a micro-batch (losses) are averaged over them.
+    std::vector<std::pair<int32_t, Tensor>> averaged;
+    if (micro > 1)
+      for (int32_t o : g.outputs)
+        if (!ctx.is_batch_split(o) && pef::in_activation_area(d.tensors[static_cast<size_t>(o)].role))
+          averaged.emplace_back(o, Tensor::zeros(d.tensors[static_cast<size_t>(o)].shape, DType::Float64));
+    for (int64_t k = 0; k < micro; ++k) {
+      if (micro > 1) ctx.select_micro_batch(static_cast<int32_t>(k));
+      for (size_t c = i; c < j; ++c) {
+        const int32_t s = d.schedule[calls[c]].section;
+        std::optional<ProfileScope> scope;
+        if (profiler_ && profiler_->enabled(ProfileCategory::Section)) {
+          scope.emplace(*profiler_, sections[static_cast<size_t>(s)].name, ProfileCategory::Section);
+          scope->arg(profile_events::kArgSectionId, int64_t{sections[static_cast<size_t>(s)].id});
+          scope->arg(profile_events::kArgCallId, int64_t{calls[c]});
+          if (micro > 1) scope->arg(profile_events::kArgMicroBatch, k);
+        }
+        ctx.run_section(s, values);
+      }
+      for (auto& [o, acc] : averaged) acc.copy_from(call1("add", {acc, ctx.tensor(o).to(DType::Float64)}));
+    }
+    if (micro > 1) ctx.select_micro_batch(0);
+    for (auto& [o, acc] : averaged)
+      ctx.tensor(o).copy_from(call1("div", {acc, Tensor::scalar(static_cast<double>(micro), DType::Float64)}));
+    i = j;
+  }
+}
+
+std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
+  autograd::NoGradGuard no_grad;
+  const auto& d = program_->desc();
+  const std::vector<int32_t> calls = select_calls(r);
+  bool writes_state = !r.grad_of_outputs.empty();
+  std::vector<int32_t> graphs_run;
+  for (int32_t c : calls) {
+    const SectionPlan& sp = program_->sections()[static_cast<size_t>(d.schedule[c].section)];
+    writes_state |= sp.writes_state;
+    if (std::find(graphs_run.begin(), graphs_run.end(), sp.graph) == graphs_run.end()) graphs_run.push_back(sp.graph);
+  }
+  for (const Tensor& in : r.inputs)
+    if (in.defined()) {
+      const int32_t t = tensor_index(in.name(), "run: input");
+      writes_state |= !pef::in_activation_area(d.tensors[static_cast<size_t>(program_->root(t))].role);
+    }
+  // Argins first: an unknown name fails the run before anything changes.
+  std::vector<std::pair<int32_t, AttrValue>> updates;
+  for (const auto& [name, v] : r.hyperparams) {
+    const int32_t a = program_->find_argin(name);
+    if (a < 0) {
+      std::vector<std::string> names;
+      for (const auto& x : d.argins) names.push_back(x.name);
+      fail(Status::NotFound, "run: the PEF '{}' has no argin '{}'; its argins are: {}", d.name, name,
+           names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", ")));
+    }
+    SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
+                "run: argin '{}' takes a number, got {}", name, attr_value_str(v));
+    updates.emplace_back(a, v);
+  }
+  SAMBA_CHECK(r.grad_of_outputs.empty() || graphs_run.size() <= 1, Status::InvalidArgument,
+              "run: grad_of_outputs needs the sections of a single graph");
+  const int32_t gi = graphs_run.empty() ? 0 : graphs_run[0];
+  const auto& gd = d.graphs.at(static_cast<size_t>(gi));
+  SAMBA_CHECK(r.grad_of_outputs.size() <= gd.outputs.size(), Status::InvalidArgument,
+              "run: {} gradients given for the {} outputs of graph '{}'", r.grad_of_outputs.size(), gd.outputs.size(),
+              gd.name);
+  std::vector<int32_t> out_tensors;
+  if (r.outputs.empty()) {
+    for (int32_t g : graphs_run)
+      for (int32_t o : d.graphs[static_cast<size_t>(g)].outputs) out_tensors.push_back(o);
+  } else {
+    for (const std::string& n : r.outputs) out_tensors.push_back(tensor_index(n, "run: output"));
+  }
+
+  std::shared_lock<std::shared_mutex> shared(state_mu_, std::defer_lock);
+  std::unique_lock<std::shared_mutex> unique(state_mu_, std::defer_lock);
+  if (writes_state)
+    unique.lock();
+  else
+    shared.lock();
+  ContextLease lease_ = lease(writes_state);
+  ExecutionContext& ctx = *lease_.ctx;
+  // Everything is checked before anything changes: a refused run leaves the
+  // argins and the device as they were.
+  check_inputs(ctx, r, lease_.primary);
+  for (size_t i = 0; i < r.grad_of_outputs.size(); ++i) {
+    const Tensor& g = r.grad_of_outputs[i];
+    if (!g.defined()) continue;
+    const int32_t og = gd.output_grads[i];
+    SAMBA_CHECK(og >= 0, Status::InvalidArgument,
+                "run: output {} ('{}') has no gradient in this PEF (it is not a loss output, or the PEF is "
+                "for inference)",
+                i, d.tensors[static_cast<size_t>(gd.outputs[i])].name);
+    const Tensor& dst = ctx.full_tensor(og);
+    SAMBA_CHECK(g.has_data() && g.shape() == dst.shape(), Status::ShapeMismatch,
+                "run: the gradient of output {} has shape {}; the output has shape {}", i, dims_str(g.shape()),
+                dims_str(dst.shape()));
+  }
+  {
+    std::lock_guard<std::mutex> lock(argin_mu_);
+    for (const auto& [a, v] : updates) argins_[static_cast<size_t>(a)] = v;
+    ctx.argin_values() = argins_;
+  }
+  if (!r.train)
+    for (size_t a = 0; a < d.argins.size(); ++a)
+      if (d.argins[a].kind == pef::ArginKind::DropoutRate) ctx.argin_values()[a] = 0.0;
+  bind_inputs(ctx, r, lease_.primary, graphs_run);
+  for (size_t i = 0; i < r.grad_of_outputs.size(); ++i)
+    if (r.grad_of_outputs[i].defined()) ctx.full_tensor(gd.output_grads[i]).copy_from(r.grad_of_outputs[i]);
+  {
+    std::optional<ProfileScope> scope;
+    if (profiler_) scope.emplace(*profiler_, profile_events::kRun, ProfileCategory::Runtime);
+    pool_.arena().execute([&] {
+      ThreadPool::Scope pool_scope(&pool_);
+      run_calls(ctx, calls, r);
+    });
+  }
+  std::vector<Tensor> outs;
+  {
+    std::optional<ProfileScope> scope;
+    if (profiler_) scope.emplace(*profiler_, profile_events::kGetTensors, ProfileCategory::Runtime);
+    for (int32_t t : out_tensors) {
+      Tensor host = ctx.full_tensor(t).clone();
+      host.impl()->name = d.tensors[static_cast<size_t>(t)].name;
+      outs.push_back(std::move(host));
+    }
+  }
+  if (info) info->calls = calls;
+  return outs;
+}
+
+Tensor Runtime::read(std::string_view name, bool grad) {
+  int32_t t = tensor_index(name, grad ? "sn_grad" : "sn_data");
+  if (grad) {
+    const auto& td = program_->desc().tensors[static_cast<size_t>(t)];
+    SAMBA_CHECK(td.grad >= 0, Status::NotFound,
+                "sn_grad: tensor '{}' has no gradient in this PEF (it is not a trainable parameter, or the "
+                "PEF is for inference)",
+                name);
+    t = td.grad;
+  }
+  std::shared_lock<std::shared_mutex> shared(state_mu_);
+  std::unique_lock<std::mutex> lock(primary_mu_);
+  Tensor host = primary_->full_tensor(t).clone();
+  host.impl()->name = program_->desc().tensors[static_cast<size_t>(t)].name;
+  return host;
+}
+
+void Runtime::write(std::string_view name, const Tensor& values, bool grad) {
+  int32_t t = tensor_index(name, grad ? "sn_grad" : "sn_data");
+  const auto& d = program_->desc();
+  if (grad) {
+    SAMBA_CHECK(d.tensors[static_cast<size_t>(t)].grad >= 0, Status::NotFound,
+                "sn_grad: tensor '{}' has no gradient in this PEF", name);
+    t = d.tensors[static_cast<size_t>(t)].grad;
+  }
+  SAMBA_CHECK(values.defined() && values.has_data(), Status::InvalidState, "sn_data: the values for '{}' have no data",
+              name);
+  SAMBA_CHECK(d.tensors[static_cast<size_t>(t)].role != pef::TensorRole::Alias, Status::InvalidArgument,
+              "sn_data: '{}' is a view inside the program and cannot be set", name);
+  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::mutex> lock(primary_mu_);
+  const Tensor& dst = primary_->full_tensor(t);
+  SAMBA_CHECK(values.shape() == dst.shape(), Status::ShapeMismatch, "sn_data: values of shape {} for '{}' of shape {}",
+              dims_str(values.shape()), name, dims_str(dst.shape()));
+  dst.copy_from(values);
+}
+
+AttrValue Runtime::argin(std::string_view name) const {
+  const int32_t a = program_->find_argin(name);
+  SAMBA_CHECK(a >= 0, Status::NotFound, "the PEF '{}' has no argin '{}'", program_->desc().name, name);
+  std::lock_guard<std::mutex> lock(argin_mu_);
+  return argins_[static_cast<size_t>(a)];
+}
+
+void Runtime::set_argin(std::string_view name, const AttrValue& v) {
+  const int32_t a = program_->find_argin(name);
+  SAMBA_CHECK(a >= 0, Status::NotFound, "the PEF '{}' has no argin '{}'", program_->desc().name, name);
+  SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
+              "argin '{}' takes a number, got {}", name, attr_value_str(v));
+  std::lock_guard<std::mutex> lock(argin_mu_);
+  argins_[static_cast<size_t>(a)] = v;
+}
+
+}  // namespace samba::runtime

@@ -1,0 +1,109 @@
+// Runtime: a loaded PEF on the emulated RDU. It owns the Program (shared,
+// immutable), the device's state area (weights, gradients, optimizer state:
+// what the model keeps between runs), and execution contexts with their own
+// activation areas. run() executes sections by the schedule's rules:
+//
+//  - runs that write model state (BCKWD, OPT, GRADNORM, ZEROGRAD, or FWD of
+//    a model with buffers it updates) hold the state exclusively and use the
+//    primary context: training steps on one session are serialized;
+//  - read-only runs (inference) share the state and use the primary context
+//    when it is free, another context otherwise, so many threads can run
+//    inference on one session at once with identical results.
+//
+// Thread safety: every member may be called from any thread at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "engine/core/parallel.h"
+#include "engine/runtime/execution_context.h"
+
+namespace samba::runtime {
+
+struct RunRequest {
+  // Host tensors to transfer before running, bound to device tensors by
+  // sn_name; inputs not given keep their device values.
+  std::vector<Tensor> inputs;
+  // Device tensors to read back after running, by sn_name; empty means the
+  // outputs of the graphs whose sections ran.
+  std::vector<std::string> outputs;
+  // Argin values; they persist for later runs.
+  std::vector<std::pair<std::string, AttrValue>> hyperparams;
+  std::vector<std::string> section_types;  // case-insensitive
+  std::vector<int32_t> section_ids;
+  int64_t from_call = -1;   // first call id run (-1: the schedule's first)
+  int64_t until_call = -1;  // the call id the run stops before (-1: run to the end)
+  bool train = true;        // false: dropout rates are 0 for this run
+  // Per output of the graph that runs (in order; undefined entries are
+  // skipped): the gradient BCKWD starts from (the grad_of_outputs pattern).
+  std::vector<Tensor> grad_of_outputs;
+};
+
+// How a run's sections were chosen and what happened, for the profile.
+struct RunInfo {
+  std::vector<int32_t> calls;  // schedule call ids run, in order
+};
+
+class Runtime {
+ public:
+  // Loads a verified program. `pool` (the session's thread pool) and
+  // `profiler` (may be null) must outlive the runtime.
+  Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const Program& program() const { return *program_; }
+
+  // Runs the request; returns the requested outputs as new host tensors.
+  std::vector<Tensor> run(const RunRequest& request, RunInfo* info = nullptr);
+
+  // The device value of tensor `name` (or, with grad, of its gradient), as
+  // a new host tensor: sn_data / sn_grad / get_tensors_by_name.
+  Tensor read(std::string_view name, bool grad = false);
+  // Copies `values` (converted to the tensor's dtype, same shape) into the
+  // device tensor `name` or its gradient: sn_data / sn_grad setters.
+  void write(std::string_view name, const Tensor& values, bool grad = false);
+  bool has_tensor(std::string_view name) const { return program_->find_tensor(name) >= 0; }
+
+  // Argins: current values (defaults until run() or set_argin change them).
+  AttrValue argin(std::string_view name) const;
+  void set_argin(std::string_view name, const AttrValue& v);
+
+  // Number of steps (FWD runs) so far; random ops draw their stream from it.
+  int64_t step() const { return step_.load(); }
+
+ private:
+  struct ContextLease;
+  std::vector<int32_t> select_calls(const RunRequest& r) const;
+  ContextLease lease(bool exclusive);
+  void release(ExecutionContext* ctx);
+  void initialize_state();
+  int32_t tensor_index(std::string_view name, const char* what) const;
+  void check_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary) const;
+  void bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary, const std::vector<int32_t>& graphs_run);
+  void run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r);
+
+  std::shared_ptr<const Program> program_;
+  ThreadPool& pool_;
+  Profiler* profiler_;
+  DeviceMemory state_;
+  std::vector<std::string_view> kernel_names_;  // interned for the profiler
+
+  mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs
+  std::mutex primary_mu_;
+  std::unique_ptr<ExecutionContext> primary_;
+  std::mutex spare_mu_;
+  std::vector<std::unique_ptr<ExecutionContext>> spares_;
+
+  mutable std::mutex argin_mu_;
+  std::vector<AttrValue> argins_;
+  std::atomic<int64_t> step_{0};
+};
+
+}  // namespace samba::runtime
