@@ -16,6 +16,7 @@
 #include "engine/runtime/profile_events.h"
 #include "engine/runtime/profile_report.h"
 #include "engine/runtime/profiler.h"
+#include "engine/runtime/session_profiles.h"
 
 using namespace samba;
 using json = nlohmann::json;
@@ -517,4 +518,53 @@ TEST(ProfileEvents, SessionRunNameJoinsUpperCasedSectionTypes) {
   EXPECT_EQ(profile_events::kSetTensors, "PyRT_SET_TENSORS");
   EXPECT_EQ(profile_events::kSetPinnedInputTensors, "PyRT_SET_PINNED_INPUT_TENSORS");
   EXPECT_EQ(profile_events::kRun, "PyRT_RUN");
+}
+
+TEST(SessionProfiles, SambaAndRuntimeProfilesFollowTheSeed) {
+  auto dir = temp_dir("session");
+  SessionProfiles sp;
+  Profiler& p = sp.profiler();
+  EXPECT_TRUE(sp.end_samba_profile("").events.empty()) << "ending a profile that is not running is harmless";
+  EXPECT_FALSE(sp.end_runtime_profile("").recorded);
+
+  // The runtime profile is off unless asked for.
+  EXPECT_FALSE(sp.start_runtime_profile(RuntimePerfMode::Off, true));
+  EXPECT_FALSE(sp.runtime_profile_running());
+
+  sp.start_samba_profile();
+  EXPECT_THROW(sp.start_samba_profile(), Error);
+  { ProfileScope s(p, profile_events::kSetPef, ProfileCategory::Samba); }
+  ASSERT_TRUE(sp.start_runtime_profile(RuntimePerfMode::Summary, true));
+  EXPECT_THROW(sp.start_runtime_profile(RuntimePerfMode::Summary, true), Error);
+  {
+    ProfileScope run(p, profile_events::kSessionRun, ProfileCategory::Samba);
+    ProfileScope rt(p, profile_events::kRun, ProfileCategory::Runtime);
+    ProfileScope sec(p, "fwd_0", ProfileCategory::Section);
+  }
+  const auto log_file = dir / "runtime.log";
+  RuntimeProfileResult r = sp.end_runtime_profile(log_file.string());
+  EXPECT_TRUE(r.recorded);
+  EXPECT_TRUE(r.timer_enabled);
+  EXPECT_EQ(r.mode, RuntimePerfMode::Summary);
+  EXPECT_GT(r.wall_ns, 0);
+  EXPECT_EQ(read_text(log_file), r.summary);
+  EXPECT_NE(r.summary.find("PyRT_RUN"), std::string::npos) << r.summary;
+  EXPECT_NE(r.summary.find("fwd_0"), std::string::npos) << r.summary;
+  EXPECT_EQ(r.summary.find("SAMBA_SESSION_RUN"), std::string::npos) << "frontend events are not runtime events";
+
+  const auto trace_file = dir / "samba.json";
+  ProfileTrace t = sp.end_samba_profile(trace_file.string());
+  EXPECT_FALSE(sp.samba_profile_running());
+  EXPECT_EQ(t.events.size(), 4u);
+  json j = json::parse(read_text(trace_file));
+  std::set<std::string> names;
+  for (auto& e : j["traceEvents"])
+    if (e["ph"] == "X") names.insert(e["name"]);
+  EXPECT_EQ(names, (std::set<std::string>{"SAMBA_SET_PEF", "SAMBA_SESSION_RUN", "PyRT_RUN", "fwd_0"}));
+
+  ASSERT_TRUE(sp.start_runtime_profile(RuntimePerfMode::Detailed, false));
+  { ProfileScope k(p, "gemm", ProfileCategory::Kernel); }
+  r = sp.end_runtime_profile("");
+  EXPECT_FALSE(r.timer_enabled);
+  EXPECT_NE(r.summary.find("Events in time order"), std::string::npos);
 }
