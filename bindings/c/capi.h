@@ -42,6 +42,16 @@ struct samba_compile_options {
 struct samba_graph {
   samba::compiler::GraphSpec spec;
 };
+struct samba_run_options {
+  samba::runtime::RunRequest request;  // everything but inputs and outputs
+  bool data_parallel = false;
+};
+struct samba_trace_options {
+  bool init_output_grads = true;
+  bool transfer_device = true;
+  std::vector<std::string> unspecified_grads;
+  std::vector<std::pair<std::string, samba::Tensor>> custom_grads;
+};
 struct samba_session_options {
   samba::SessionOptions impl;
 };

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/ops/autograd.h"
+#include "engine/runtime/checkpoint.h"
 #include "engine/runtime/profile_events.h"
 #include "engine/runtime/profiler.h"
 
@@ -33,7 +34,28 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
   for (const auto& k : program_->kernels())
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
   initialize_state();
+  build_name_lists();
   primary_ = std::make_unique<ExecutionContext>(program_, state_);
+}
+
+void Runtime::build_name_lists() {
+  const auto& d = program_->desc();
+  auto& types = names_[static_cast<size_t>(NameList::SectionTypes)];
+  for (const auto& c : d.schedule) {
+    std::string t(pef::section_type_name(d.sections[static_cast<size_t>(c.section)].type));
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(std::move(t));
+  }
+  for (const auto& t : d.tensors)
+    if (t.role == pef::TensorRole::Parameter) names_[static_cast<size_t>(NameList::Weights)].push_back(t.name);
+  for (const auto& a : d.argins) {
+    names_[static_cast<size_t>(NameList::Argins)].push_back(a.name);
+    if (a.kind == pef::ArginKind::DropoutRate) names_[static_cast<size_t>(NameList::DropoutRateArgins)].push_back(a.name);
+    if (a.kind == pef::ArginKind::DropoutSeed) names_[static_cast<size_t>(NameList::DropoutSeedArgins)].push_back(a.name);
+  }
+  for (const auto& g : d.graphs) {
+    for (int32_t o : g.outputs) names_[static_cast<size_t>(NameList::Outputs)].push_back(d.tensors[static_cast<size_t>(o)].name);
+    for (int32_t i : g.inputs) names_[static_cast<size_t>(NameList::Inputs)].push_back(d.tensors[static_cast<size_t>(i)].name);
+  }
 }
 
 Runtime::~Runtime() = default;
@@ -217,6 +239,23 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
   }
 }
 
+std::vector<int32_t> Runtime::output_tensors(const RunRequest& r) const {
+  const auto& d = program_->desc();
+  std::vector<int32_t> out;
+  if (!r.outputs.empty()) {
+    for (const std::string& n : r.outputs) out.push_back(tensor_index(n, "run: output"));
+    return out;
+  }
+  std::vector<int32_t> graphs;
+  for (int32_t c : select_calls(r)) {
+    const int32_t g = program_->sections()[static_cast<size_t>(d.schedule[c].section)].graph;
+    if (std::find(graphs.begin(), graphs.end(), g) == graphs.end()) graphs.push_back(g);
+  }
+  for (int32_t g : graphs)
+    for (int32_t o : d.graphs[static_cast<size_t>(g)].outputs) out.push_back(o);
+  return out;
+}
+
 std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   autograd::NoGradGuard no_grad;
   const auto& d = program_->desc();
@@ -254,13 +293,7 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   SAMBA_CHECK(r.grad_of_outputs.size() <= gd.outputs.size(), Status::InvalidArgument,
               "run: {} gradients given for the {} outputs of graph '{}'", r.grad_of_outputs.size(), gd.outputs.size(),
               gd.name);
-  std::vector<int32_t> out_tensors;
-  if (r.outputs.empty()) {
-    for (int32_t g : graphs_run)
-      for (int32_t o : d.graphs[static_cast<size_t>(g)].outputs) out_tensors.push_back(o);
-  } else {
-    for (const std::string& n : r.outputs) out_tensors.push_back(tensor_index(n, "run: output"));
-  }
+  const std::vector<int32_t> out_tensors = output_tensors(r);
 
   std::shared_lock<std::shared_mutex> shared(state_mu_, std::defer_lock);
   std::unique_lock<std::shared_mutex> unique(state_mu_, std::defer_lock);
@@ -354,6 +387,55 @@ void Runtime::write(std::string_view name, const Tensor& values, bool grad) {
   SAMBA_CHECK(values.shape() == dst.shape(), Status::ShapeMismatch, "sn_data: values of shape {} for '{}' of shape {}",
               dims_str(values.shape()), name, dims_str(dst.shape()));
   dst.copy_from(values);
+}
+
+namespace {
+
+CheckpointKind checkpoint_kind(pef::TensorRole r) {
+  switch (r) {
+    case pef::TensorRole::Parameter: return CheckpointKind::Parameter;
+    case pef::TensorRole::OptimizerState: return CheckpointKind::OptimizerState;
+    case pef::TensorRole::Buffer: return CheckpointKind::Buffer;
+    case pef::TensorRole::Gradient: return CheckpointKind::Gradient;
+    default: return CheckpointKind::Other;
+  }
+}
+
+bool selected(uint32_t roles, pef::TensorRole r) { return (roles >> static_cast<unsigned>(r)) & 1u; }
+
+}  // namespace
+
+void Runtime::save_checkpoint(const std::string& path, uint32_t roles) {
+  const auto& d = program_->desc();
+  std::vector<CheckpointEntry> entries;
+  {
+    std::shared_lock<std::shared_mutex> shared(state_mu_);
+    std::unique_lock<std::mutex> lock(primary_mu_);
+    for (size_t i = 0; i < d.tensors.size(); ++i) {
+      const auto& t = d.tensors[i];
+      if (t.role == pef::TensorRole::Alias || !selected(roles, t.role)) continue;
+      entries.push_back({t.name, checkpoint_kind(t.role), primary_->tensor(static_cast<int32_t>(i)).clone()});
+    }
+  }
+  samba::save_checkpoint(path, entries, {{"program", d.name}, {"step", std::to_string(step_.load())}});
+}
+
+void Runtime::load_checkpoint(const std::string& path, uint32_t roles, bool strict) {
+  const auto& d = program_->desc();
+  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::mutex> lock(primary_mu_);
+  std::vector<CheckpointTarget> targets;
+  CheckpointKindMask kinds = 0;
+  for (size_t i = 0; i < d.tensors.size(); ++i) {
+    const auto& t = d.tensors[i];
+    if (t.role == pef::TensorRole::Alias || !selected(roles, t.role)) continue;
+    targets.push_back({t.name, primary_->tensor(static_cast<int32_t>(i))});
+    kinds |= kind_bit(checkpoint_kind(t.role));
+  }
+  LoadOptions opts;
+  opts.strict = strict;
+  opts.kinds = kinds;
+  samba::load_checkpoint(path, targets, opts);
 }
 
 AttrValue Runtime::argin(std::string_view name) const {

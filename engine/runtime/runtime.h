@@ -25,6 +25,18 @@
 
 namespace samba::runtime {
 
+// Name lists of a loaded program (values match SAMBA_NAMES_* in samba.h).
+enum class NameList : int32_t {
+  SectionTypes = 0,  // distinct, in schedule order
+  Weights = 1,
+  Argins = 2,
+  DropoutRateArgins = 3,
+  DropoutSeedArgins = 4,
+  Outputs = 5,
+  Inputs = 6,
+};
+inline constexpr int kNumNameLists = 7;
+
 struct RunRequest {
   // Host tensors to transfer before running, bound to device tensors by
   // sn_name; inputs not given keep their device values.
@@ -59,9 +71,12 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   const Program& program() const { return *program_; }
+  const std::vector<std::string>& names(NameList kind) const { return names_[static_cast<size_t>(kind)]; }
 
   // Runs the request; returns the requested outputs as new host tensors.
   std::vector<Tensor> run(const RunRequest& request, RunInfo* info = nullptr);
+  // The tensors run(request) returns, without running.
+  std::vector<int32_t> output_tensors(const RunRequest& request) const;
 
   // The device value of tensor `name` (or, with grad, of its gradient), as
   // a new host tensor: sn_data / sn_grad / get_tensors_by_name.
@@ -75,6 +90,12 @@ class Runtime {
   AttrValue argin(std::string_view name) const;
   void set_argin(std::string_view name, const AttrValue& v);
 
+  // Checkpoints of the device's state tensors whose roles are in `roles`
+  // (a mask of 1 << pef::TensorRole): save writes them atomically; load
+  // verifies the whole file and every tensor before changing any.
+  void save_checkpoint(const std::string& path, uint32_t roles);
+  void load_checkpoint(const std::string& path, uint32_t roles, bool strict);
+
   // Number of steps (FWD runs) so far; random ops draw their stream from it.
   int64_t step() const { return step_.load(); }
 
@@ -84,6 +105,7 @@ class Runtime {
   ContextLease lease(bool exclusive);
   void release(ExecutionContext* ctx);
   void initialize_state();
+  void build_name_lists();
   int32_t tensor_index(std::string_view name, const char* what) const;
   void check_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary) const;
   void bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary, const std::vector<int32_t>& graphs_run);
@@ -94,6 +116,7 @@ class Runtime {
   Profiler* profiler_;
   DeviceMemory state_;
   std::vector<std::string_view> kernel_names_;  // interned for the profiler
+  std::vector<std::string> names_[kNumNameLists];
 
   mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs
   std::mutex primary_mu_;

@@ -1,0 +1,346 @@
+// Loading PEFs, trace_graph, and run() with its options.
+#include <algorithm>
+#include <optional>
+
+#include "bindings/c/capi.h"
+#include "engine/ops/autograd.h"
+#include "engine/pef/reader.h"
+#include "engine/runtime/profile_events.h"
+
+using namespace samba;
+using namespace samba::capi;
+
+namespace samba::capi {
+
+// Declared in capi_compile.cpp.
+compiler::GraphSpec graph_spec(const char* name, samba_model_fn model, void* user_data,
+                               samba_tensor* const* inputs, size_t n_inputs,
+                               samba_optimizer* const* optimizers, size_t n_optimizers,
+                               const samba_compile_options* opts);
+
+namespace {
+
+pef::ProgramDesc read_profiled(Session& s, const char* path) {
+  require(path, "path");
+  ProfileScope scope(s.profiles().profiler(), profile_events::kSetPef, ProfileCategory::Samba);
+  return pef::read_pef(path);
+}
+
+// The re-trace must give the forward graph the PEF was compiled from.
+void check_signature(const pef::GraphDesc& g, const std::vector<std::string>& traced, const std::string& path) {
+  const size_t n = std::min(g.signature.size(), traced.size());
+  for (size_t i = 0; i < n; ++i)
+    SAMBA_CHECK(g.signature[i] == traced[i], Status::InvalidArgument,
+                "trace_graph: the model traces differently from the one PEF '{}' was compiled from; "
+                "op {} differs:\n  PEF:   {}\n  model: {}",
+                path, i, g.signature[i], traced[i]);
+  SAMBA_CHECK(g.signature.size() == traced.size(), Status::InvalidArgument,
+              "trace_graph: the model traces to {} ops but PEF '{}' was compiled from {}; the first "
+              "{} is:\n  {}",
+              traced.size(), path, g.signature.size(), traced.size() > n ? "extra op" : "missing op",
+              traced.size() > n ? traced[n] : g.signature[n]);
+}
+
+// Symbolic stand-ins for the outputs of graph g, named as the PEF names them.
+std::vector<Tensor> traced_outputs(const pef::ProgramDesc& p, const pef::GraphDesc& g) {
+  std::vector<Tensor> out;
+  for (int32_t t : g.outputs) {
+    const auto& td = p.tensors[static_cast<size_t>(t)];
+    Dims shape = td.shape;
+    if (td.batch_dim == 0 && g.micro_batch_size > 0 && g.micro_batch_size < g.batch_size)
+      shape[0] = g.batch_size;
+    Tensor s = Tensor::symbolic(shape, td.dtype);
+    s.impl()->name = td.name;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace samba::capi
+
+extern "C" {
+
+samba_status samba_session_load_pef(samba_session* s, const char* path) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    pef::ProgramDesc p = read_profiled(s->impl, path);
+    s->impl.load(std::move(p), path);
+  });
+}
+
+samba_status samba_session_unload(samba_session* s) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    s->impl.unload();
+  });
+}
+
+samba_status samba_trace_options_create(samba_trace_options** out) {
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    *out = new samba_trace_options();
+  });
+}
+
+void samba_trace_options_release(samba_trace_options* o) { delete o; }
+
+samba_status samba_trace_options_set_init_output_grads(samba_trace_options* o, int32_t enable) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->init_output_grads = enable != 0;
+  });
+}
+
+samba_status samba_trace_options_add_unspecified_grad(samba_trace_options* o, const char* name) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    require(name, "output_name");
+    o->unspecified_grads.emplace_back(name);
+  });
+}
+
+samba_status samba_trace_options_set_custom_grad(samba_trace_options* o, const char* name, samba_tensor* values) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    require(name, "output_name");
+    const Tensor v = tensor_arg(values, "values");
+    o->custom_grads.emplace_back(name, v);
+  });
+}
+
+samba_status samba_trace_options_set_transfer_device(samba_trace_options* o, int32_t enable) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->transfer_device = enable != 0;
+  });
+}
+
+samba_status samba_trace_options_set_data_parallel_mode(samba_trace_options* o, const char* mode) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    require(mode, "mode");
+    const std::string_view m = mode;
+    SAMBA_CHECK(m == "normal" || m == "inorder" || m == "optimal", Status::InvalidArgument,
+                "data_parallel_mode '{}' is unknown; expected 'normal', 'inorder' or 'optimal'", m);
+    SAMBA_CHECK(m == "normal", Status::Unsupported,
+                "data_parallel_mode '{}' needs several devices; a session emulates one (use 'normal')", m);
+  });
+}
+
+samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, void* user_data,
+                                       samba_tensor* const* inputs, size_t n_inputs,
+                                       samba_optimizer* const* optimizers, size_t n_optimizers,
+                                       const char* pef_path, const samba_trace_options* opts,
+                                       samba_tensor** outputs, size_t capacity, size_t* n_outputs) {
+  if (outputs)
+    for (size_t i = 0; i < capacity; ++i) outputs[i] = nullptr;
+  return SAMBA_GUARDED({
+    require(s, "session");
+    require(n_outputs, "n_outputs");
+    *n_outputs = 0;
+    if (capacity) require(outputs, "outputs");
+    static const samba_trace_options kDefaults;
+    const samba_trace_options& o = opts ? *opts : kDefaults;
+    pef::ProgramDesc p = read_profiled(s->impl, pef_path);
+    SAMBA_CHECK(!p.graphs.empty(), Status::CorruptFile, "trace_graph: PEF '{}' has no graph", pef_path);
+    const pef::GraphDesc g = p.graphs[0];
+
+    // Re-trace, and learn the app's host tensors by name.
+    std::vector<Tensor> hosts;
+    if (model) {
+      compiler::GraphSpec spec = graph_spec(g.name.c_str(), model, user_data, inputs, n_inputs, optimizers,
+                                            n_optimizers, nullptr);
+      spec.batch_size = g.batch_size;
+      spec.micro_batch_size = g.micro_batch_size;
+      compiler::CompiledGraph traced;
+      {
+        ThreadPool::Scope pool(&s->impl.pool());
+        traced = compiler::trace_forward(spec);
+      }
+      check_signature(g, traced.signature, pef_path);
+      for (const auto& v : traced.graph.values)
+        if (v.host.defined() && v.kind != compiler::ValueKind::Constant) hosts.push_back(v.host);
+    } else {
+      for (size_t i = 0; i < n_inputs; ++i) hosts.push_back(tensor_arg(inputs[i], "inputs[i]"));
+    }
+    const std::vector<Tensor> outs = traced_outputs(p, g);
+    SAMBA_CHECK(outs.size() <= capacity || capacity == 0, Status::OutOfRange,
+                "trace_graph: the model has {} outputs but `outputs` holds {}", outs.size(), capacity);
+    // Names of output gradients to leave unset or customize must exist.
+    std::vector<std::string> out_names;
+    for (int32_t t : g.outputs) out_names.push_back(p.tensors[static_cast<size_t>(t)].name);
+    auto output_index = [&](const std::string& name) {
+      auto it = std::find(out_names.begin(), out_names.end(), name);
+      SAMBA_CHECK(it != out_names.end(), Status::NotFound, "trace_graph: the model has no output named '{}'; its outputs are: {}",
+                  name, fmt::join(out_names, ", "));
+      const size_t i = static_cast<size_t>(it - out_names.begin());
+      SAMBA_CHECK(g.output_grads[i] >= 0, Status::InvalidArgument,
+                  "trace_graph: output '{}' has no gradient in this PEF (not a loss, or an inference PEF)", name);
+      return i;
+    };
+    for (const auto& n : o.unspecified_grads) output_index(n);
+    for (const auto& [n, v] : o.custom_grads) output_index(n);
+
+    s->impl.load(std::move(p), pef_path);
+    auto rt = s->impl.require_runtime("trace_graph");
+    for (const Tensor& h : hosts) s->impl.register_tensor(h);
+    if (o.transfer_device) {
+      for (const Tensor& h : hosts) {
+        const int32_t t = rt->program().find_tensor(h.name());
+        if (t < 0 || !h.has_data()) continue;
+        const auto role = rt->program().desc().tensors[static_cast<size_t>(t)].role;
+        if (role == pef::TensorRole::Parameter || role == pef::TensorRole::Buffer) rt->write(h.name(), h);
+      }
+      const auto& desc = rt->program().desc();
+      for (size_t i = 0; i < g.output_grads.size(); ++i) {
+        if (g.output_grads[i] < 0) continue;
+        const auto& og = desc.tensors[static_cast<size_t>(g.output_grads[i])];
+        if (!o.init_output_grads ||
+            std::find(o.unspecified_grads.begin(), o.unspecified_grads.end(), out_names[i]) != o.unspecified_grads.end())
+          rt->write(og.name, Tensor::zeros(rt->read(og.name).shape(), og.dtype));
+      }
+      for (const auto& [n, v] : o.custom_grads) {
+        const auto& og = desc.tensors[static_cast<size_t>(g.output_grads[output_index(n)])];
+        rt->write(og.name, v);
+      }
+    }
+    *n_outputs = outs.size();
+    for (size_t i = 0; i < outs.size() && i < capacity; ++i) outputs[i] = to_handle(outs[i]);
+  });
+}
+
+samba_status samba_run_options_create(samba_run_options** out) {
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    *out = new samba_run_options();
+  });
+}
+
+void samba_run_options_release(samba_run_options* o) { delete o; }
+
+samba_status samba_run_options_set_section_types(samba_run_options* o, const char* const* types, size_t n) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    if (n) require(types, "types");
+    std::vector<std::string> v;
+    for (size_t i = 0; i < n; ++i) {
+      SAMBA_CHECK(types[i], Status::NullPointer, "types[{}] is NULL", i);
+      v.emplace_back(types[i]);
+    }
+    o->request.section_types = std::move(v);
+  });
+}
+
+samba_status samba_run_options_set_section_ids(samba_run_options* o, const int32_t* ids, size_t n) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    if (n) require(ids, "ids");
+    o->request.section_ids.assign(ids, ids + n);
+  });
+}
+
+samba_status samba_run_options_set_call_range(samba_run_options* o, int64_t from, int64_t until) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    SAMBA_CHECK(from >= -1 && until >= -1, Status::InvalidArgument,
+                "call ids must be >= 0, or -1 for an open bound; got from {} until {}", from, until);
+    o->request.from_call = from;
+    o->request.until_call = until;
+  });
+}
+
+samba_status samba_run_options_set_hyperparam(samba_run_options* o, const char* name, double value) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    require(name, "name");
+    auto& hp = o->request.hyperparams;
+    auto it = std::find_if(hp.begin(), hp.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it != hp.end())
+      it->second = value;
+    else
+      hp.emplace_back(name, value);
+  });
+}
+
+samba_status samba_run_options_clear_hyperparams(samba_run_options* o) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->request.hyperparams.clear();
+  });
+}
+
+samba_status samba_run_options_set_train(samba_run_options* o, int32_t train) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->request.train = train != 0;
+  });
+}
+
+samba_status samba_run_options_set_grad_of_outputs(samba_run_options* o, samba_tensor* const* grads, size_t n) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    if (n) require(grads, "grads");
+    std::vector<Tensor> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(grads[i] ? tensor(grads[i]) : Tensor());
+    o->request.grad_of_outputs = std::move(v);
+  });
+}
+
+samba_status samba_run_options_set_data_parallel(samba_run_options* o, int32_t enable, int32_t reduce_on_rdu,
+                                                 const char* mode) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->data_parallel = enable != 0 || reduce_on_rdu != 0 || (mode && std::string_view(mode) != "normal");
+  });
+}
+
+samba_status samba_session_run(samba_session* s, samba_tensor* const* inputs, size_t n_inputs,
+                               samba_tensor* const* output_tensors, size_t n_output_tensors,
+                               const samba_run_options* opts, samba_tensor** outputs, size_t capacity,
+                               size_t* n_outputs) {
+  if (outputs)
+    for (size_t i = 0; i < capacity; ++i) outputs[i] = nullptr;
+  return SAMBA_GUARDED({
+    require(s, "session");
+    require(n_outputs, "n_outputs");
+    *n_outputs = 0;
+    if (capacity) require(outputs, "outputs");
+    static const samba_run_options kDefaults;
+    const samba_run_options& o = opts ? *opts : kDefaults;
+    SAMBA_CHECK(!o.data_parallel, Status::Unsupported,
+                "run: data parallel training needs several devices; a session emulates one (run without "
+                "data_parallel)");
+    auto rt = s->impl.require_runtime("run");
+    runtime::RunRequest r = o.request;
+    if (n_inputs) require(inputs, "inputs");
+    for (size_t i = 0; i < n_inputs; ++i) {
+      SAMBA_CHECK(inputs[i], Status::NullPointer, "inputs[{}] is NULL", i);
+      r.inputs.push_back(tensor(inputs[i]));
+    }
+    if (n_output_tensors) require(output_tensors, "output_tensors");
+    for (size_t i = 0; i < n_output_tensors; ++i) {
+      SAMBA_CHECK(output_tensors[i], Status::NullPointer, "output_tensors[{}] is NULL", i);
+      r.outputs.push_back(tensor(output_tensors[i]).name());
+    }
+    // How many outputs the run returns is known before it runs: a too-small
+    // array is refused without running.
+    const size_t expected = rt->output_tensors(r).size();
+    *n_outputs = expected;
+    SAMBA_CHECK(expected <= capacity, Status::OutOfRange,
+                "run: {} outputs but `outputs` holds {}; *n_outputs says how many are needed", expected, capacity);
+    std::vector<std::string_view> types(r.section_types.begin(), r.section_types.end());
+    Profiler& prof = s->impl.profiles().profiler();
+    std::optional<ProfileScope> scope;
+    if (prof.enabled(ProfileCategory::Samba))
+      scope.emplace(prof, prof.intern(profile_events::session_run_name(types)), ProfileCategory::Samba);
+    std::vector<Tensor> outs;
+    {
+      autograd::NoGradGuard no_grad;
+      outs = rt->run(r);
+    }
+    for (size_t i = 0; i < outs.size(); ++i) outputs[i] = to_handle(outs[i]);
+  });
+}
+
+}  // extern "C"
