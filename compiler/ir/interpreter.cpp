@@ -10,9 +10,13 @@ namespace samba::compiler {
 void interpret(const Graph& g, std::vector<Tensor>& values, std::initializer_list<Phase> phases) {
   autograd::NoGradGuard no_grad;
   values.resize(g.values.size());
-  for (const Value& v : g.values)
-    if (!values[v.id].defined() && v.kind == ValueKind::Constant && v.host.defined())
-      values[v.id] = v.host;
+  for (const Value& v : g.values) {
+    if (values[v.id].defined() || v.producer != kNone || v.is_view()) continue;
+    if ((v.kind == ValueKind::Constant || v.kind == ValueKind::OutputGrad) && v.host.defined())
+      values[v.id] = v.host.clone();
+    else if (v.kind == ValueKind::Gradient || v.kind == ValueKind::OptimizerState || v.kind == ValueKind::OutputGrad)
+      values[v.id] = Tensor::zeros(v.shape, v.dtype);  // the device starts them at zero too
+  }
   for (const Node& n : g.nodes) {
     if (n.dead || std::find(phases.begin(), phases.end(), n.phase) == phases.end()) continue;
     std::vector<Tensor> in;

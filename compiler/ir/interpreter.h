@@ -11,8 +11,9 @@
 namespace samba::compiler {
 
 // `values` has one entry per value id. Entries the caller fills (inputs,
-// parameters, gradients, state) are used as given; constants default to
-// their captured host values; everything else is computed. Nodes of the
+// parameters, gradients, state) are used as given; constants and output
+// gradients default to their captured host values, gradients and optimizer
+// state to zeros (as on the device); everything else is computed. Nodes of the
 // listed phases run, in graph order; in-place updates write into `values`.
 void interpret(const Graph& g, std::vector<Tensor>& values, std::initializer_list<Phase> phases);
 

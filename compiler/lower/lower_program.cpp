@@ -1,5 +1,6 @@
 #include "compiler/lower/lower_program.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -210,8 +211,10 @@ class Lowering {
         sym_in.push_back(Tensor::symbolic(val.shape, val.dtype));
         kd.bytes += static_cast<double>(numel_of(val.shape) * static_cast<int64_t>(element_size(val.dtype)));
         const InputSpec& spec = n.op->inputs[std::min(i, n.op->inputs.size() - 1)];
-        add_unique(spec.mutated ? kd.writes : kd.reads, index[v]);
-        if (spec.mutated) add_unique(kd.reads, index[v]);
+        // A value an earlier op of this kernel computed is internal to it.
+        const bool internal = std::find(kd.writes.begin(), kd.writes.end(), index[v]) != kd.writes.end();
+        if (spec.mutated) add_unique(kd.writes, index[v]);
+        if (!internal) add_unique(kd.reads, index[v]);
       }
       std::vector<TensorMeta> metas;
       for (ValueId o : n.outputs) {

@@ -242,6 +242,14 @@ OpBuilder& OpBuilder::mutated_input(std::string n, std::string doc) {
   d_.inputs.push_back({std::move(n), std::move(doc), true, false, true});
   return *this;
 }
+OpBuilder& OpBuilder::variadic_mutated_input(std::string n, std::string doc) {
+  d_.inputs.push_back({std::move(n), std::move(doc), false, true, true});
+  return *this;
+}
+OpBuilder& OpBuilder::no_outputs() {
+  d_.has_no_outputs = true;
+  return *this;
+}
 OpBuilder& OpBuilder::output(std::string n, std::string doc) {
   d_.outputs.push_back({std::move(n), std::move(doc)});
   return *this;
@@ -332,7 +340,9 @@ const OpDef& OpRegistry::get(std::string_view name) const {
 void OpRegistry::finalize() {
   ordered_.clear();
   for (const auto& d : defs_) {
-    if (d->outputs.empty()) d->outputs.push_back({"out", ""});  // one output unless declared
+    SAMBA_CHECK(!d->has_no_outputs || d->outputs.empty(), Status::Internal,
+                "op '{}' declares outputs and no_outputs()", d->name);
+    if (d->outputs.empty() && !d->has_no_outputs) d->outputs.push_back({"out", ""});  // one output unless declared
     SAMBA_CHECK(d->infer && (d->kernel || d->view), Status::Internal,
                 "op '{}' is incomplete (needs infer and a kernel or a view)", d->name);
     ordered_.push_back(d.get());

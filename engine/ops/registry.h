@@ -150,6 +150,7 @@ struct OpDef {
   // A view op whose view function needs a contiguous input (reshape): the
   // tracer makes a non-contiguous input contiguous first.
   bool view_needs_contiguous = false;
+  bool has_no_outputs = false;  // declared with no_outputs(): effects only
   InferFn infer;
   KernelFn kernel;
   ViewFn view;
@@ -173,6 +174,10 @@ class OpBuilder {
   OpBuilder& optional_input(std::string name, std::string doc = "");
   OpBuilder& variadic_input(std::string name, std::string doc = "");
   OpBuilder& mutated_input(std::string name, std::string doc = "");
+  // Zero or more tensors, each updated in place (last input only).
+  OpBuilder& variadic_mutated_input(std::string name, std::string doc = "");
+  // The op only updates inputs in place and returns nothing.
+  OpBuilder& no_outputs();
   OpBuilder& output(std::string name = "out", std::string doc = "");
   OpBuilder& variadic_output(std::string name, std::string doc = "");
   OpBuilder& attr(std::string name, AttrType type, AttrValue def, std::string doc = "");

@@ -1,0 +1,281 @@
+// Optimizer updates, each one fused pass over a parameter and its state:
+// sgd_update (torch.optim.SGD), adamw_update (torch.optim.AdamW) and
+// clip_grad_norm (torch.nn.utils.clip_grad_norm_). They update their
+// mutated inputs in place and are not differentiable. Reduced-precision
+// parameters are updated in fp32 and rounded once; state tensors share the
+// parameter's dtype; the step counter is a float32 scalar.
+#include <cmath>
+
+#include "engine/ops/op_util.h"
+
+namespace samba::ops {
+namespace {
+
+// Elements per task: each element costs a handful of flops and touches a
+// few streams of memory.
+constexpr int64_t kGrain = 16384;
+
+void check_like(const char* op, const char* what, const Tensor& t, const Tensor& param) {
+  if (!t.defined()) return;
+  SAMBA_CHECK(t.shape() == param.shape(), Status::ShapeMismatch, "{}: {} has shape {}; the parameter has shape {}",
+              op, what, dims_str(t.shape()), dims_str(param.shape()));
+  SAMBA_CHECK(t.dtype() == param.dtype(), Status::DTypeMismatch, "{}: {} has dtype {}; the parameter has dtype {}",
+              op, what, dtype_name(t.dtype()), dtype_name(param.dtype()));
+}
+
+void check_step(const char* op, const Tensor& step) {
+  if (!step.defined()) return;
+  SAMBA_CHECK(step.numel() == 1 && step.dtype() == DType::Float32, Status::InvalidArgument,
+              "{}: step must be a float32 tensor with one element, got {}{}", op, dtype_name(step.dtype()),
+              dims_str(step.shape()));
+}
+
+void check_nonneg(const char* op, const Attrs& a, const char* name) {
+  SAMBA_CHECK(a.f(name) >= 0 && std::isfinite(a.f(name)), Status::InvalidArgument,
+              "{}: {} must be a finite number >= 0, got {}", op, name, a.f(name));
+}
+
+// ---- SGD -----------------------------------------------------------------------
+
+template <typename T>
+void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& buf, bool first, const Attrs& a) {
+  using A = acc_t<T>;
+  const A lr = static_cast<A>(a.f("lr")), momentum = static_cast<A>(a.f("momentum"));
+  const A dampening = static_cast<A>(a.f("dampening")), wd = static_cast<A>(a.f("weight_decay"));
+  const bool nesterov = a.b("nesterov"), maximize = a.b("maximize");
+  T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  T* b = buf.defined() ? buf.data<T>() : nullptr;
+  parallel_for(param.numel(), kGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      const A pi = static_cast<A>(p[i]);
+      A d = static_cast<A>(g[i]);
+      if (maximize) d = -d;
+      d += wd * pi;
+      if (b) {
+        const A m = first ? d : momentum * static_cast<A>(b[i]) + (A(1) - dampening) * d;
+        b[i] = convert_value<T>(m);
+        d = nesterov ? d + momentum * m : m;
+      }
+      p[i] = convert_value<T>(pi - lr * d);
+    }
+  });
+}
+
+// ---- AdamW ------------------------------------------------------------------------
+
+template <typename T>
+void adamw_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                  const Tensor& max_sq, double step, const Attrs& a) {
+  using A = acc_t<T>;
+  const double lr = a.f("lr"), beta1 = a.f("beta1"), beta2 = a.f("beta2");
+  const A eps = static_cast<A>(a.f("eps")), decay = static_cast<A>(1.0 - lr * a.f("weight_decay"));
+  const A b1 = static_cast<A>(beta1), b2 = static_cast<A>(beta2);
+  const bool maximize = a.b("maximize");
+  const A step_size = static_cast<A>(lr / (1.0 - std::pow(beta1, step)));
+  const A bc2_sqrt = static_cast<A>(std::sqrt(1.0 - std::pow(beta2, step)));
+  T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  T* m = exp_avg.data<T>();
+  T* v = exp_avg_sq.data<T>();
+  T* vmax = max_sq.defined() ? max_sq.data<T>() : nullptr;
+  parallel_for(param.numel(), kGrain, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) {
+      A gi = static_cast<A>(g[i]);
+      if (maximize) gi = -gi;
+      const A pi = static_cast<A>(p[i]) * decay;
+      const A mi = b1 * static_cast<A>(m[i]) + (A(1) - b1) * gi;
+      const A vi = b2 * static_cast<A>(v[i]) + (A(1) - b2) * gi * gi;
+      m[i] = convert_value<T>(mi);
+      v[i] = convert_value<T>(vi);
+      A second = vi;
+      if (vmax) {
+        second = std::max(static_cast<A>(vmax[i]), vi);
+        vmax[i] = convert_value<T>(second);
+      }
+      const A denom = std::sqrt(second) / bc2_sqrt + eps;
+      p[i] = convert_value<T>(pi - step_size * mi / denom);
+    }
+  });
+}
+
+// ---- gradient norm ----------------------------------------------------------------
+
+// sum |g|^p (or max |g| for p = inf) of one tensor, in double.
+template <typename T>
+double norm_part(const Tensor& g, double p) {
+  const T* x = g.data<T>();
+  const int64_t n = g.numel();
+  const bool inf = std::isinf(p);
+  const int64_t chunks = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
+  std::vector<double> parts(static_cast<size_t>(chunks), 0.0);
+  parallel_for(chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double acc = 0;
+      const int64_t e = std::min(n, (c + 1) * kGrain);
+      for (int64_t i = c * kGrain; i < e; ++i) {
+        const double a = std::abs(static_cast<double>(static_cast<acc_t<T>>(x[i])));
+        acc = inf ? std::max(acc, a) : acc + (p == 2 ? a * a : std::pow(a, p));
+      }
+      parts[static_cast<size_t>(c)] = acc;
+    }
+  });
+  double total = 0;
+  for (double v : parts) total = inf ? std::max(total, v) : total + v;
+  return total;
+}
+
+template <typename T>
+void scale_in_place(const Tensor& g, double coef) {
+  using A = acc_t<T>;
+  T* x = g.data<T>();
+  const A c = static_cast<A>(coef);
+  parallel_for(g.numel(), kGrain * 4, [&](int64_t s, int64_t e) {
+    for (int64_t i = s; i < e; ++i) x[i] = convert_value<T>(static_cast<A>(x[i]) * c);
+  });
+}
+
+}  // namespace
+
+void register_optimizer(OpRegistry& r) {
+  r.def("sgd_update")
+      .doc(
+          "One torch.optim.SGD step for one parameter, in place: d = grad (negated when maximize) + "
+          "weight_decay * param; with momentum, buf = d on the first step (step == 0) and momentum * buf + "
+          "(1 - dampening) * d after, and d = d + momentum * buf (nesterov) or buf; param -= lr * d. "
+          "momentum_buffer and step are needed when momentum is not 0; step is incremented.")
+      .mutated_input("param")
+      .input("grad")
+      .mutated_input("momentum_buffer")
+      .mutated_input("step")
+      .attr("lr", AttrType::Float, 1e-3)
+      .attr("momentum", AttrType::Float, 0.0)
+      .attr("dampening", AttrType::Float, 0.0)
+      .attr("weight_decay", AttrType::Float, 0.0)
+      .attr("nesterov", AttrType::Bool, false)
+      .attr("maximize", AttrType::Bool, false)
+      .no_outputs()
+      .fusion(Fusion::Opaque)
+      .flops([](const InferContext& c, std::span<const TensorMeta>) { return 6.0 * c.inputs[0].numel(); })
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& p = c.inputs[0];
+        SAMBA_CHECK(p.defined(), Status::NullPointer, "sgd_update: param is missing");
+        SAMBA_CHECK(is_floating(p.dtype()), Status::DTypeMismatch, "sgd_update: param must be floating, got {}",
+                    dtype_name(p.dtype()));
+        check_like("sgd_update", "grad", c.inputs[1], p);
+        const Tensor buf = c.inputs.size() > 2 ? c.inputs[2] : Tensor();
+        const Tensor step = c.inputs.size() > 3 ? c.inputs[3] : Tensor();
+        check_like("sgd_update", "momentum_buffer", buf, p);
+        check_step("sgd_update", step);
+        for (const char* n : {"lr", "momentum", "dampening", "weight_decay"}) check_nonneg("sgd_update", c.attrs, n);
+        const double momentum = c.attrs.f("momentum");
+        SAMBA_CHECK(momentum == 0 || (buf.defined() && step.defined()), Status::InvalidArgument,
+                    "sgd_update: momentum {} needs a momentum_buffer and a step tensor", momentum);
+        SAMBA_CHECK(!c.attrs.b("nesterov") || (momentum > 0 && c.attrs.f("dampening") == 0),
+                    Status::InvalidArgument, "sgd_update: nesterov needs momentum > 0 and dampening 0");
+        return {};
+      })
+      .kernel([](KernelContext& c) {
+        const Tensor& p = c.inputs[0];
+        const double momentum = c.attrs.f("momentum");
+        const Tensor buf = momentum != 0 ? c.inputs[2] : Tensor();
+        const Tensor step = c.inputs.size() > 3 ? c.inputs[3] : Tensor();
+        const bool first = step.defined() && *step.data<float>() == 0.0f;
+        SAMBA_DISPATCH_FLOAT(p.dtype(), "sgd_update", [&] { sgd_kernel<scalar_t>(p, c.inputs[1], buf, first, c.attrs); });
+        if (step.defined()) *step.data<float>() += 1.0f;
+      });
+
+  r.def("adamw_update")
+      .doc(
+          "One torch.optim.AdamW step for one parameter, in place: step += 1; param *= 1 - lr * "
+          "weight_decay; exp_avg = beta1 * exp_avg + (1 - beta1) * g; exp_avg_sq = beta2 * exp_avg_sq + "
+          "(1 - beta2) * g^2; with amsgrad the running maximum of exp_avg_sq is used; param -= lr / (1 - "
+          "beta1^step) * exp_avg / (sqrt(v) / sqrt(1 - beta2^step) + eps).")
+      .mutated_input("param")
+      .input("grad")
+      .mutated_input("exp_avg")
+      .mutated_input("exp_avg_sq")
+      .mutated_input("max_exp_avg_sq")
+      .mutated_input("step")
+      .attr("lr", AttrType::Float, 1e-3)
+      .attr("beta1", AttrType::Float, 0.9)
+      .attr("beta2", AttrType::Float, 0.997)
+      .attr("eps", AttrType::Float, 1e-8)
+      .attr("weight_decay", AttrType::Float, 1e-2)
+      .attr("amsgrad", AttrType::Bool, false)
+      .attr("maximize", AttrType::Bool, false)
+      .no_outputs()
+      .fusion(Fusion::Opaque)
+      .flops([](const InferContext& c, std::span<const TensorMeta>) { return 14.0 * c.inputs[0].numel(); })
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        const Tensor& p = c.inputs[0];
+        SAMBA_CHECK(p.defined(), Status::NullPointer, "adamw_update: param is missing");
+        SAMBA_CHECK(is_floating(p.dtype()), Status::DTypeMismatch, "adamw_update: param must be floating, got {}",
+                    dtype_name(p.dtype()));
+        SAMBA_CHECK(c.inputs.size() == 6 && c.inputs[2].defined() && c.inputs[3].defined() && c.inputs[5].defined(),
+                    Status::InvalidArgument,
+                    "adamw_update: takes param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq (may be absent) and step");
+        check_like("adamw_update", "grad", c.inputs[1], p);
+        check_like("adamw_update", "exp_avg", c.inputs[2], p);
+        check_like("adamw_update", "exp_avg_sq", c.inputs[3], p);
+        check_like("adamw_update", "max_exp_avg_sq", c.inputs[4], p);
+        check_step("adamw_update", c.inputs[5]);
+        SAMBA_CHECK(!c.attrs.b("amsgrad") || c.inputs[4].defined(), Status::InvalidArgument,
+                    "adamw_update: amsgrad needs a max_exp_avg_sq tensor");
+        check_nonneg("adamw_update", c.attrs, "lr");
+        check_nonneg("adamw_update", c.attrs, "weight_decay");
+        for (const char* b : {"beta1", "beta2"})
+          SAMBA_CHECK(c.attrs.f(b) >= 0 && c.attrs.f(b) < 1, Status::InvalidArgument,
+                      "adamw_update: {} must be in [0, 1), got {}", b, c.attrs.f(b));
+        SAMBA_CHECK(c.attrs.f("eps") > 0, Status::InvalidArgument, "adamw_update: eps must be > 0, got {}",
+                    c.attrs.f("eps"));
+        return {};
+      })
+      .kernel([](KernelContext& c) {
+        const Tensor& p = c.inputs[0];
+        float* step = c.inputs[5].data<float>();
+        *step += 1.0f;
+        const Tensor vmax = c.attrs.b("amsgrad") ? c.inputs[4] : Tensor();
+        SAMBA_DISPATCH_FLOAT(p.dtype(), "adamw_update", [&] {
+          adamw_kernel<scalar_t>(p, c.inputs[1], c.inputs[2], c.inputs[3], vmax, *step, c.attrs);
+        });
+      });
+
+  r.def("clip_grad_norm")
+      .doc(
+          "torch.nn.utils.clip_grad_norm_: the norm of all the gradients together (norm_type 2, any p >= 1, "
+          "or inf), accumulated in double; when it exceeds max_norm every gradient is multiplied, in "
+          "place, by max_norm / (total_norm + 1e-6). Returns the total norm (float32, before clipping).")
+      .variadic_mutated_input("grads")
+      .attr("max_norm", AttrType::Float, 1.0)
+      .attr("norm_type", AttrType::Float, 2.0)
+      .output("total_norm")
+      .fusion(Fusion::Opaque)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        SAMBA_CHECK(c.attrs.f("max_norm") > 0, Status::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got {}",
+                    c.attrs.f("max_norm"));
+        const double p = c.attrs.f("norm_type");
+        SAMBA_CHECK(std::isinf(p) ? p > 0 : p >= 1, Status::InvalidArgument,
+                    "clip_grad_norm: norm_type must be >= 1 or inf, got {}", p);
+        for (size_t i = 0; i < c.inputs.size(); ++i)
+          SAMBA_CHECK(c.inputs[i].defined() && is_floating(c.inputs[i].dtype()), Status::DTypeMismatch,
+                      "clip_grad_norm: gradient {} must be a floating tensor", i);
+        return {{DType::Float32, {}}};
+      })
+      .kernel([](KernelContext& c) {
+        const double p = c.attrs.f("norm_type");
+        double total = 0;
+        for (const Tensor& g : c.inputs) {
+          const double part = SAMBA_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] { return norm_part<scalar_t>(g, p); });
+          total = std::isinf(p) ? std::max(total, part) : total + part;
+        }
+        const double norm = std::isinf(p) ? total : std::pow(total, 1.0 / p);
+        const double coef = c.attrs.f("max_norm") / (norm + 1e-6);
+        if (coef < 1)
+          for (const Tensor& g : c.inputs)
+            SAMBA_DISPATCH_FLOAT(g.dtype(), "clip_grad_norm", [&] { scale_in_place<scalar_t>(g, coef); });
+        *c.outputs[0].data<float>() = static_cast<float>(norm);
+      });
+}
+
+}  // namespace samba::ops
