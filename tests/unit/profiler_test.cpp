@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -267,6 +268,43 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
       open_ends.push_back(ts + dur);
     }
   }
+}
+
+// Captures start and stop while other threads record: every trace holds
+// only events of its own window, and nothing is torn.
+TEST(Profiler, CapturesStartAndStopWhileThreadsRecord) {
+  Profiler p;
+  std::atomic<bool> done{false};
+  std::atomic<int> running{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      int64_t i = 0;
+      running.fetch_add(1);
+      while (!done.load()) {
+        ProfileScope s(p, "loop", t == 0 ? ProfileCategory::Kernel : ProfileCategory::Section);
+        s.arg("i", i++);
+      }
+    });
+  while (running.load() < 3) std::this_thread::yield();
+  size_t total = 0;
+  for (int round = 0; round < 50; ++round) {
+    auto id = p.start(round % 2 ? kAllProfileCategories : category_bit(ProfileCategory::Kernel));
+    spin_ns(100'000);
+    ProfileTrace t = p.stop(id);
+    total += t.events.size();
+    for (const ProfileEvent& e : t.events) {
+      ASSERT_EQ(e.name, "loop");
+      ASSERT_GE(e.start_ns, t.start_ns);
+      ASSERT_LE(e.start_ns, t.end_ns);
+      ASSERT_EQ(e.num_args, 1);
+      ASSERT_EQ(e.args[0].key(), "i");
+      ASSERT_TRUE(round % 2 == 1 || e.category == ProfileCategory::Kernel);
+    }
+  }
+  done = true;
+  for (auto& th : threads) th.join();
+  EXPECT_GT(total, 0u);
 }
 
 TEST(Profiler, JsonTimestampsAreExactAndStringsEscaped) {
