@@ -144,6 +144,18 @@ std::vector<std::string> leftovers(const fs::path& dir) {
   return out;
 }
 
+// Removes every file the tests wrote (one directory per process).
+class TempRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                    ("samba_checkpoint_test_" + std::to_string(::getpid())),
+                                ec);
+  }
+};
+const auto* const kTempRoot = ::testing::AddGlobalTestEnvironment(new TempRoot);
+
 }  // namespace
 
 TEST(Checkpoint, RoundTripsEveryDTypeAndShape) {

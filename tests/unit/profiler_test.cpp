@@ -74,6 +74,18 @@ ProfileTrace hand_trace(const std::vector<std::pair<std::string_view, int64_t>>&
   return t;
 }
 
+// Removes every file the tests wrote (one directory per process).
+class TempRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                    ("samba_profiler_test_" + std::to_string(::getpid())),
+                                ec);
+  }
+};
+const auto* const kTempRoot = ::testing::AddGlobalTestEnvironment(new TempRoot);
+
 }  // namespace
 
 TEST(Profiler, NothingIsRecordedWithoutACapture) {
