@@ -32,7 +32,8 @@ std::vector<CheckpointEntry> make_entries(int64_t tensors) {
 }
 
 std::string bench_path() {
-  auto dir = std::filesystem::temp_directory_path() / ("samba_checkpoint_bench_" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() /
+             ("samba_checkpoint_bench_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / "bench.ckpt").string();
 }
@@ -53,7 +54,8 @@ void BM_Load(benchmark::State& state) {
   const std::string path = bench_path();
   save_checkpoint(path, entries, {}, options);
   std::vector<CheckpointTarget> targets;
-  for (const auto& e : entries) targets.push_back({e.name, Tensor::zeros(e.tensor.shape(), e.tensor.dtype())});
+  for (const auto& e : entries)
+    targets.push_back({e.name, Tensor::zeros(e.tensor.shape(), e.tensor.dtype())});
   for (auto _ : state) load_checkpoint(path, targets);
   state.SetBytesProcessed(state.iterations() * kTotalFloats * 4);
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
@@ -62,7 +64,19 @@ void BM_Load(benchmark::State& state) {
 }  // namespace
 
 // Args: {tensors, zstd level}
-BENCHMARK(BM_Save)->Args({1, 1})->Args({256, 1})->Args({1, -1})->Args({256, -1})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Load)->Args({1, 1})->Args({256, 1})->Args({1, -1})->Args({256, -1})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Save)
+    ->Args({1, 1})
+    ->Args({256, 1})
+    ->Args({1, -1})
+    ->Args({256, -1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Load)
+    ->Args({1, 1})
+    ->Args({256, 1})
+    ->Args({1, -1})
+    ->Args({256, -1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -39,7 +39,8 @@ void sync_directory(const std::string& dir, const std::string& target) {
   int err = errno;
   ::close(fd);
   if (rc != 0 && err != EINVAL)
-    fail(Status::IoError, "cannot sync directory '{}' after renaming '{}': {}", dir, target, errno_text(err));
+    fail(Status::IoError, "cannot sync directory '{}' after renaming '{}': {}", dir, target,
+         errno_text(err));
 }
 
 }  // namespace
@@ -51,7 +52,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     fail(Status::IoError, "cannot write '{}': it is a directory", path_);
 
   static std::atomic<uint64_t> counter{0};
-  const std::string prefix = directory_of(path_) + "/." + base_of(path_) + ".tmp." + std::to_string(::getpid());
+  const std::string prefix =
+      directory_of(path_) + "/." + base_of(path_) + ".tmp." + std::to_string(::getpid());
   for (int attempt = 0; attempt < 100; ++attempt) {
     temp_path_ = prefix + "." + std::to_string(counter.fetch_add(1));
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -75,13 +77,11 @@ void AtomicFile::discard() noexcept {
   temp_path_.clear();
 }
 
-void AtomicFile::write(const void* data, size_t n) {
-  write_at(size_, data, n);
-}
+void AtomicFile::write(const void* data, size_t n) { write_at(size_, data, n); }
 
 void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
-  SAMBA_CHECK(fd_ >= 0, Status::InvalidState, "cannot write '{}': the file was already committed or failed",
-              path_);
+  SAMBA_CHECK(fd_ >= 0, Status::InvalidState,
+              "cannot write '{}': the file was already committed or failed", path_);
   const char* p = static_cast<const char*>(data);
   uint64_t at = offset;
   size_t left = n;
@@ -90,8 +90,8 @@ void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int err = w < 0 ? errno : ENOSPC;
-      fail(Status::IoError, "cannot write '{}': writing {} bytes at offset {} failed: {}", path_, left, at,
-           errno_text(err));
+      fail(Status::IoError, "cannot write '{}': writing {} bytes at offset {} failed: {}", path_,
+           left, at, errno_text(err));
     }
     p += w;
     at += static_cast<uint64_t>(w);
@@ -101,18 +101,20 @@ void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
 }
 
 void AtomicFile::commit() {
-  SAMBA_CHECK(fd_ >= 0, Status::InvalidState, "cannot commit '{}': the file was already committed or failed",
-              path_);
+  SAMBA_CHECK(fd_ >= 0, Status::InvalidState,
+              "cannot commit '{}': the file was already committed or failed", path_);
   try {
     if (::fsync(fd_) != 0)
-      fail(Status::IoError, "cannot write '{}': syncing the temporary file failed: {}", path_, errno_text(errno));
+      fail(Status::IoError, "cannot write '{}': syncing the temporary file failed: {}", path_,
+           errno_text(errno));
     int rc = ::close(fd_);
     fd_ = -1;
     if (rc != 0)
-      fail(Status::IoError, "cannot write '{}': closing the temporary file failed: {}", path_, errno_text(errno));
-    if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
-      fail(Status::IoError, "cannot write '{}': renaming the temporary file over it failed: {}", path_,
+      fail(Status::IoError, "cannot write '{}': closing the temporary file failed: {}", path_,
            errno_text(errno));
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
+      fail(Status::IoError, "cannot write '{}': renaming the temporary file over it failed: {}",
+           path_, errno_text(errno));
   } catch (...) {
     discard();
     throw;

@@ -137,9 +137,9 @@ struct LoadOptions {
 };
 
 struct LoadReport {
-  std::vector<std::string> loaded;          // targets that received values
-  std::vector<std::string> missing;         // targets with no entry in the file (not strict)
-  std::vector<std::string> unused;          // selected file entries with no target (not strict)
+  std::vector<std::string> loaded;   // targets that received values
+  std::vector<std::string> missing;  // targets with no entry in the file (not strict)
+  std::vector<std::string> unused;   // selected file entries with no target (not strict)
 };
 
 // Loads the file's tensors into `targets`, matched by name. Everything is

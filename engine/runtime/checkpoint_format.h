@@ -69,16 +69,19 @@ uint64_t frame_count(uint64_t raw_bytes, uint32_t block_bytes);
 // Raw bytes of frame `i` of a tensor of `raw_bytes`.
 uint64_t frame_raw_bytes(uint64_t raw_bytes, uint32_t block_bytes, uint64_t i);
 
-std::vector<uint8_t> encode_table(std::span<const EntryRecord> entries, const CheckpointMetadata& metadata);
+std::vector<uint8_t> encode_table(std::span<const EntryRecord> entries,
+                                  const CheckpointMetadata& metadata);
 // The 64 header bytes; the checksum field is the one given.
 std::array<uint8_t, kHeaderBytes> encode_header(const Header& h);
 // XXH64 of header bytes 0..55 followed by the table.
-uint64_t table_checksum(std::span<const uint8_t, kHeaderBytes> header, std::span<const uint8_t> table);
+uint64_t table_checksum(std::span<const uint8_t, kHeaderBytes> header,
+                        std::span<const uint8_t> table);
 
 // Decodes and checks the header of a file of `file_bytes` bytes: magic,
 // version, flags, block size, and that the sizes fit the file. Messages
 // start with "checkpoint '<path>': ".
-Header decode_header(std::span<const uint8_t, kHeaderBytes> bytes, uint64_t file_bytes, const std::string& path);
+Header decode_header(std::span<const uint8_t, kHeaderBytes> bytes, uint64_t file_bytes,
+                     const std::string& path);
 // Verifies the checksum and the file size, then decodes the table with
 // every code, shape, size and offset checked (no arithmetic can overflow on
 // hostile input).

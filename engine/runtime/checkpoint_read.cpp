@@ -36,7 +36,9 @@ Tensor staging_tensor(const Dims& shape, DType dtype) {
   if (nbytes < 4 * kHugePage) return Tensor::empty(shape, dtype);
   const size_t rounded = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p = std::aligned_alloc(kHugePage, rounded);
-  if (!p) fail(Status::OutOfMemory, "out of host memory allocating {} bytes to read a checkpoint tensor", nbytes);
+  if (!p)
+    fail(Status::OutOfMemory, "out of host memory allocating {} bytes to read a checkpoint tensor",
+         nbytes);
   ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure just means small pages
   Ref<Storage> storage = Storage::adopt(p, nbytes, [p] { std::free(p); });
   return Tensor::view_of(std::move(storage), dtype, shape, contiguous_strides(shape), 0);
@@ -57,8 +59,8 @@ class CheckpointFile {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       const int err = errno;
-      fail(err == ENOENT ? Status::NotFound : Status::IoError, "cannot open checkpoint '{}': {}", path,
-           std::strerror(err));
+      fail(err == ENOENT ? Status::NotFound : Status::IoError, "cannot open checkpoint '{}': {}",
+           path, std::strerror(err));
     }
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
@@ -73,8 +75,9 @@ class CheckpointFile {
     size_ = static_cast<uint64_t>(st.st_size);
     try {
       SAMBA_CHECK(size_ >= kHeaderBytes, Status::CorruptFile,
-                  "checkpoint '{}' is {} bytes, shorter than the {}-byte header: truncated or not a checkpoint", path,
-                  size_, kHeaderBytes);
+                  "checkpoint '{}' is {} bytes, shorter than the {}-byte header: truncated or not "
+                  "a checkpoint",
+                  path, size_, kHeaderBytes);
       std::array<uint8_t, kHeaderBytes> header;
       read_at(0, header.data(), header.size());
       const Header h = decode_header(header, size_, path);
@@ -103,10 +106,13 @@ class CheckpointFile {
     while (n > 0) {
       ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) fail(Status::IoError, "cannot read checkpoint '{}' at offset {}: {}", path_, offset, std::strerror(errno));
+      if (r < 0)
+        fail(Status::IoError, "cannot read checkpoint '{}' at offset {}: {}", path_, offset,
+             std::strerror(errno));
       if (r == 0)
-        fail(Status::CorruptFile, "checkpoint '{}' ends at offset {} while {} more bytes were expected: truncated", path_,
-             offset, n);
+        fail(Status::CorruptFile,
+             "checkpoint '{}' ends at offset {} while {} more bytes were expected: truncated",
+             path_, offset, n);
       p += r;
       offset += static_cast<uint64_t>(r);
       n -= static_cast<size_t>(r);
@@ -120,17 +126,23 @@ class CheckpointFile {
 };
 
 struct FrameJob {
-  size_t entry = 0;     // index into the table
-  size_t tensor = 0;    // index into the result
+  size_t entry = 0;   // index into the table
+  size_t tensor = 0;  // index into the result
   uint64_t frame = 0;
   uint64_t file_offset = 0;
   size_t stored = 0;
   size_t raw = 0;
   size_t in_offset = 0;  // into the group's input buffer
   uint8_t* dst = nullptr;
-  enum class Outcome : uint8_t { Ok, BadStoredChecksum, Undecodable, WrongSize, BadRawChecksum } outcome = Outcome::Ok;
-  size_t result = 0;     // decompressed size or zstd error
-  uint64_t checksum = 0; // computed
+  enum class Outcome : uint8_t {
+    Ok,
+    BadStoredChecksum,
+    Undecodable,
+    WrongSize,
+    BadRawChecksum
+  } outcome = Outcome::Ok;
+  size_t result = 0;      // decompressed size or zstd error
+  uint64_t checksum = 0;  // computed
 };
 
 std::vector<Tensor> CheckpointFile::read_tensors(std::span<const size_t> which) const {
@@ -142,7 +154,8 @@ std::vector<Tensor> CheckpointFile::read_tensors(std::span<const size_t> which) 
   for (size_t e : which) out.push_back(staging_tensor(t.entries[e].shape, t.entries[e].dtype));
 
   tbb::enumerable_thread_specific<DecompressContext> contexts;
-  const uint64_t group_raw = uint64_t{4} * static_cast<uint64_t>(std::max(current_pool().threads(), 1)) * block;
+  const uint64_t group_raw =
+      uint64_t{4} * static_cast<uint64_t>(std::max(current_pool().threads(), 1)) * block;
   constexpr size_t kMaxGroupFrames = 4096;
   std::vector<FrameJob> group;
   std::vector<uint8_t> in;
@@ -173,26 +186,32 @@ std::vector<Tensor> CheckpointFile::read_tensors(std::span<const size_t> which) 
           job.outcome = FrameJob::Outcome::WrongSize;
         } else {
           job.checksum = XXH64(job.dst, job.raw, 0);
-          if (job.checksum != expected.raw_checksum) job.outcome = FrameJob::Outcome::BadRawChecksum;
+          if (job.checksum != expected.raw_checksum)
+            job.outcome = FrameJob::Outcome::BadRawChecksum;
         }
       }
     });
     for (const FrameJob& job : group) {
       const EntryRecord& r = t.entries[job.entry];
-      const std::string where = fmt::format("checkpoint '{}': tensor '{}', frame {} of {} (raw bytes {}..{})", path_,
-                                            r.name, job.frame, r.frames.size(), job.frame * block,
-                                            job.frame * block + job.raw);
+      const std::string where = fmt::format(
+          "checkpoint '{}': tensor '{}', frame {} of {} (raw bytes {}..{})", path_, r.name,
+          job.frame, r.frames.size(), job.frame * block, job.frame * block + job.raw);
       switch (job.outcome) {
-        case FrameJob::Outcome::Ok: break;
+        case FrameJob::Outcome::Ok:
+          break;
         case FrameJob::Outcome::BadStoredChecksum:
-          fail(Status::CorruptFile, "{}: its stored bytes fail their checksum (stored {:016x}, computed {:016x})",
-               where, r.frames[job.frame].stored_checksum, job.checksum);
+          fail(Status::CorruptFile,
+               "{}: its stored bytes fail their checksum (stored {:016x}, computed {:016x})", where,
+               r.frames[job.frame].stored_checksum, job.checksum);
         case FrameJob::Outcome::Undecodable:
-          fail(Status::CorruptFile, "{}: does not decompress: {}", where, ZSTD_getErrorName(job.result));
+          fail(Status::CorruptFile, "{}: does not decompress: {}", where,
+               ZSTD_getErrorName(job.result));
         case FrameJob::Outcome::WrongSize:
-          fail(Status::CorruptFile, "{}: decompresses to {} bytes; expected {}", where, job.result, job.raw);
+          fail(Status::CorruptFile, "{}: decompresses to {} bytes; expected {}", where, job.result,
+               job.raw);
         case FrameJob::Outcome::BadRawChecksum:
-          fail(Status::CorruptFile, "{}: its decompressed bytes fail their checksum (stored {:016x}, computed {:016x})",
+          fail(Status::CorruptFile,
+               "{}: its decompressed bytes fail their checksum (stored {:016x}, computed {:016x})",
                where, r.frames[job.frame].raw_checksum, job.checksum);
       }
     }
@@ -207,8 +226,10 @@ std::vector<Tensor> CheckpointFile::read_tensors(std::span<const size_t> which) 
     for (uint64_t f = 0; f < r.frames.size(); ++f) {
       const size_t raw = frame_raw_bytes(r.raw_bytes, block, f);
       const size_t stored = r.frames[f].stored_bytes;
-      const bool contiguous = !group.empty() && group.back().file_offset + group.back().stored == file_offset;
-      if (!group.empty() && (!contiguous || pending_raw + raw > group_raw || group.size() >= kMaxGroupFrames))
+      const bool contiguous =
+          !group.empty() && group.back().file_offset + group.back().stored == file_offset;
+      if (!group.empty() &&
+          (!contiguous || pending_raw + raw > group_raw || group.size() >= kMaxGroupFrames))
         flush();
       const size_t in_offset = group.empty() ? 0 : group.back().in_offset + group.back().stored;
       FrameJob job;
@@ -274,23 +295,26 @@ Checkpoint read_checkpoint(const std::string& path) {
 Checkpoint inspect_checkpoint(const std::string& path) {
   CheckpointFile file(path);
   std::vector<Tensor> shapes;
-  for (const EntryRecord& r : file.table().entries) shapes.push_back(Tensor::symbolic(r.shape, r.dtype));
+  for (const EntryRecord& r : file.table().entries)
+    shapes.push_back(Tensor::symbolic(r.shape, r.dtype));
   return to_checkpoint(file.table(), std::move(shapes));
 }
 
 LoadReport load_checkpoint(const std::string& path, std::span<const CheckpointTarget> targets,
                            const LoadOptions& options) {
-  SAMBA_CHECK((options.kinds & ~kAllCheckpointKinds) == 0 && options.kinds != 0, Status::InvalidArgument,
-              "loading checkpoint '{}': kinds {:#x} are not a non-empty subset of the known ones ({:#x})", path,
-              options.kinds, kAllCheckpointKinds);
+  SAMBA_CHECK(
+      (options.kinds & ~kAllCheckpointKinds) == 0 && options.kinds != 0, Status::InvalidArgument,
+      "loading checkpoint '{}': kinds {:#x} are not a non-empty subset of the known ones ({:#x})",
+      path, options.kinds, kAllCheckpointKinds);
   std::unordered_set<std::string_view> target_names;
   for (const CheckpointTarget& t : targets) {
     SAMBA_CHECK(target_names.insert(t.name).second, Status::InvalidArgument,
                 "loading checkpoint '{}': target '{}' is given twice", path, t.name);
-    SAMBA_CHECK(t.tensor.defined(), Status::NullPointer, "loading checkpoint '{}': target '{}' has no tensor", path,
-                t.name);
+    SAMBA_CHECK(t.tensor.defined(), Status::NullPointer,
+                "loading checkpoint '{}': target '{}' has no tensor", path, t.name);
     SAMBA_CHECK(t.tensor.has_data(), Status::InvalidState,
-                "loading checkpoint '{}': target '{}' of shape {} has no data to load into (symbolic or cleared)",
+                "loading checkpoint '{}': target '{}' of shape {} has no data to load into "
+                "(symbolic or cleared)",
                 path, t.name, dims_str(t.tensor.shape()));
   }
 
@@ -308,18 +332,19 @@ LoadReport load_checkpoint(const std::string& path, std::span<const CheckpointTa
     auto it = by_name.find(t.name);
     if (it == by_name.end()) {
       SAMBA_CHECK(!options.strict, Status::NotFound,
-                  "loading checkpoint '{}': it has no tensor '{}' among its {} entries", path, t.name,
-                  kinds_text(options.kinds));
+                  "loading checkpoint '{}': it has no tensor '{}' among its {} entries", path,
+                  t.name, kinds_text(options.kinds));
       report.missing.push_back(t.name);
       continue;
     }
     const EntryRecord& r = table.entries[it->second];
     SAMBA_CHECK(r.dtype == t.tensor.dtype(), Status::DTypeMismatch,
-                "loading checkpoint '{}': tensor '{}' is {} in the file; the target is {}", path, t.name,
-                dtype_name(r.dtype), dtype_name(t.tensor.dtype()));
-    SAMBA_CHECK(r.shape == t.tensor.shape(), Status::ShapeMismatch,
-                "loading checkpoint '{}': tensor '{}' has shape {} in the file; the target has shape {}", path, t.name,
-                dims_str(r.shape), dims_str(t.tensor.shape()));
+                "loading checkpoint '{}': tensor '{}' is {} in the file; the target is {}", path,
+                t.name, dtype_name(r.dtype), dtype_name(t.tensor.dtype()));
+    SAMBA_CHECK(
+        r.shape == t.tensor.shape(), Status::ShapeMismatch,
+        "loading checkpoint '{}': tensor '{}' has shape {} in the file; the target has shape {}",
+        path, t.name, dims_str(r.shape), dims_str(t.tensor.shape()));
     used[it->second] = true;
     entries.push_back(it->second);
     dests.push_back(&t.tensor);
@@ -329,7 +354,8 @@ LoadReport load_checkpoint(const std::string& path, std::span<const CheckpointTa
     const EntryRecord& r = table.entries[i];
     if (used[i] || !(options.kinds & kind_bit(r.kind))) continue;
     SAMBA_CHECK(!options.strict, Status::InvalidArgument,
-                "loading checkpoint '{}': its {} '{}' has no target; strict loading uses every {} entry of the file",
+                "loading checkpoint '{}': its {} '{}' has no target; strict loading uses every {} "
+                "entry of the file",
                 path, checkpoint_kind_name(r.kind), r.name, kinds_text(options.kinds));
     report.unused.push_back(r.name);
   }

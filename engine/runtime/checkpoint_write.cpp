@@ -43,40 +43,44 @@ struct FrameJob {
 void check_entries(const std::string& path, std::span<const CheckpointEntry> entries,
                    const CheckpointMetadata& metadata, const SaveOptions& options) {
   SAMBA_CHECK(options.block_bytes >= kMinBlockBytes && options.block_bytes <= kMaxBlockBytes,
-              Status::InvalidArgument, "saving checkpoint '{}': block size {} is outside {}..{}", path,
-              options.block_bytes, kMinBlockBytes, kMaxBlockBytes);
-  SAMBA_CHECK(options.compression_level >= ZSTD_minCLevel() && options.compression_level <= ZSTD_maxCLevel(),
-              Status::InvalidArgument, "saving checkpoint '{}': compression level {} is outside {}..{}", path,
+              Status::InvalidArgument, "saving checkpoint '{}': block size {} is outside {}..{}",
+              path, options.block_bytes, kMinBlockBytes, kMaxBlockBytes);
+  SAMBA_CHECK(options.compression_level >= ZSTD_minCLevel() &&
+                  options.compression_level <= ZSTD_maxCLevel(),
+              Status::InvalidArgument,
+              "saving checkpoint '{}': compression level {} is outside {}..{}", path,
               options.compression_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
   SAMBA_CHECK(entries.size() < UINT32_MAX && metadata.size() < UINT32_MAX, Status::InvalidArgument,
-              "saving checkpoint '{}': too many entries ({}) or metadata items ({})", path, entries.size(),
-              metadata.size());
+              "saving checkpoint '{}': too many entries ({}) or metadata items ({})", path,
+              entries.size(), metadata.size());
   std::unordered_set<std::string_view> names;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CheckpointEntry& e = entries[i];
     SAMBA_CHECK(!e.name.empty() && e.name.size() <= kMaxNameBytes, Status::InvalidArgument,
-                "saving checkpoint '{}': entry {} has a name of {} bytes; expected 1 to {}", path, i, e.name.size(),
-                kMaxNameBytes);
+                "saving checkpoint '{}': entry {} has a name of {} bytes; expected 1 to {}", path,
+                i, e.name.size(), kMaxNameBytes);
     SAMBA_CHECK(names.insert(e.name).second, Status::InvalidArgument,
                 "saving checkpoint '{}': the name '{}' is given twice", path, e.name);
     SAMBA_CHECK(static_cast<int>(e.kind) < kNumCheckpointKinds, Status::InvalidArgument,
                 "saving checkpoint '{}': entry '{}' has kind code {}; expected 0..{}", path, e.name,
                 static_cast<int>(e.kind), kNumCheckpointKinds - 1);
-    SAMBA_CHECK(e.tensor.defined(), Status::NullPointer, "saving checkpoint '{}': entry '{}' has no tensor", path,
-                e.name);
+    SAMBA_CHECK(e.tensor.defined(), Status::NullPointer,
+                "saving checkpoint '{}': entry '{}' has no tensor", path, e.name);
     SAMBA_CHECK(e.tensor.has_data(), Status::InvalidState,
-                "saving checkpoint '{}': tensor '{}' of shape {} has no data (symbolic or cleared)", path, e.name,
-                dims_str(e.tensor.shape()));
+                "saving checkpoint '{}': tensor '{}' of shape {} has no data (symbolic or cleared)",
+                path, e.name, dims_str(e.tensor.shape()));
     SAMBA_CHECK(e.tensor.dim() <= kMaxRank, Status::InvalidArgument,
-                "saving checkpoint '{}': tensor '{}' has rank {}; at most {} is supported", path, e.name,
-                e.tensor.dim(), kMaxRank);
+                "saving checkpoint '{}': tensor '{}' has rank {}; at most {} is supported", path,
+                e.name, e.tensor.dim(), kMaxRank);
   }
   std::unordered_set<std::string_view> keys;
   for (const auto& [key, value] : metadata) {
-    SAMBA_CHECK(key.size() <= kMaxNameBytes && value.size() <= kMaxMetadataBytes, Status::InvalidArgument,
-                "saving checkpoint '{}': metadata '{}' is too long (key {} bytes, at most {}; value {} bytes, at "
-                "most {})",
-                path, key.substr(0, 64), key.size(), kMaxNameBytes, value.size(), kMaxMetadataBytes);
+    SAMBA_CHECK(
+        key.size() <= kMaxNameBytes && value.size() <= kMaxMetadataBytes, Status::InvalidArgument,
+        "saving checkpoint '{}': metadata '{}' is too long (key {} bytes, at most {}; value {} "
+        "bytes, at "
+        "most {})",
+        path, key.substr(0, 64), key.size(), kMaxNameBytes, value.size(), kMaxMetadataBytes);
     SAMBA_CHECK(keys.insert(key).second, Status::InvalidArgument,
                 "saving checkpoint '{}': metadata key '{}' is given twice", path, key);
   }
@@ -103,11 +107,13 @@ void save_checkpoint(const std::string& path, std::span<const CheckpointEntry> e
   const uint64_t table_bytes = encode_table(records, metadata).size();
 
   AtomicFile file(path);
-  file.write(std::vector<uint8_t>(kHeaderBytes + table_bytes, 0).data(), kHeaderBytes + table_bytes);
+  file.write(std::vector<uint8_t>(kHeaderBytes + table_bytes, 0).data(),
+             kHeaderBytes + table_bytes);
 
   tbb::enumerable_thread_specific<CompressContext> contexts;
   // A group holds enough frames to keep every thread busy a few times over.
-  const uint64_t group_raw = uint64_t{4} * static_cast<uint64_t>(std::max(current_pool().threads(), 1)) * block;
+  const uint64_t group_raw =
+      uint64_t{4} * static_cast<uint64_t>(std::max(current_pool().threads(), 1)) * block;
   constexpr size_t kMaxGroupFrames = 4096;
   std::vector<FrameJob> group;
   std::vector<uint8_t> arena;
@@ -133,7 +139,8 @@ void save_checkpoint(const std::string& path, std::span<const CheckpointEntry> e
     size_t packed = 0;
     for (const FrameJob& job : group) {
       if (ZSTD_isError(job.stored))
-        fail(Status::Internal, "saving checkpoint '{}': compressing frame {} of tensor '{}' failed: {}", path,
+        fail(Status::Internal,
+             "saving checkpoint '{}': compressing frame {} of tensor '{}' failed: {}", path,
              job.frame, records[job.entry].name, ZSTD_getErrorName(job.stored));
       std::memmove(arena.data() + packed, arena.data() + job.out_offset, job.stored);
       packed += job.stored;
@@ -175,12 +182,14 @@ void save_checkpoint(const std::string& path, std::span<const CheckpointEntry> e
     r.data_offset = offset;
     offset += r.stored_bytes;
   }
-  SAMBA_CHECK(offset == data_written, Status::Internal, "saving checkpoint '{}': wrote {} data bytes, counted {}", path,
-              data_written, offset);
+  SAMBA_CHECK(offset == data_written, Status::Internal,
+              "saving checkpoint '{}': wrote {} data bytes, counted {}", path, data_written,
+              offset);
 
   const std::vector<uint8_t> table = encode_table(records, metadata);
   SAMBA_CHECK(table.size() == table_bytes, Status::Internal,
-              "saving checkpoint '{}': the table changed size from {} to {} bytes", path, table_bytes, table.size());
+              "saving checkpoint '{}': the table changed size from {} to {} bytes", path,
+              table_bytes, table.size());
   Header h;
   h.entry_count = static_cast<uint32_t>(entries.size());
   h.metadata_count = static_cast<uint32_t>(metadata.size());

@@ -9,15 +9,19 @@
 namespace samba::profile_events {
 
 // Samba profile (frontend) events.
-inline constexpr std::string_view kSetPef = "SAMBA_SET_PEF";             // parsing and verifying a PEF
-inline constexpr std::string_view kInitRuntime = "SAMBA_INIT_RUNTIME";   // building the runtime for it
-inline constexpr std::string_view kSessionRun = "SAMBA_SESSION_RUN";     // run(); see session_run_name()
+inline constexpr std::string_view kSetPef = "SAMBA_SET_PEF";  // parsing and verifying a PEF
+inline constexpr std::string_view kInitRuntime =
+    "SAMBA_INIT_RUNTIME";  // building the runtime for it
+inline constexpr std::string_view kSessionRun =
+    "SAMBA_SESSION_RUN";  // run(); see session_run_name()
 
 // Runtime events.
-inline constexpr std::string_view kGetTensors = "PyRT_GET_TENSORS";    // device -> host tensor reads
-inline constexpr std::string_view kSetTensors = "PyRT_SET_TENSORS";    // host -> device tensor writes
-inline constexpr std::string_view kSetPinnedInputTensors = "PyRT_SET_PINNED_INPUT_TENSORS";  // copies into pinned memory
-inline constexpr std::string_view kRun = "PyRT_RUN";  // running the schedule, without frontend overhead
+inline constexpr std::string_view kGetTensors = "PyRT_GET_TENSORS";  // device -> host tensor reads
+inline constexpr std::string_view kSetTensors = "PyRT_SET_TENSORS";  // host -> device tensor writes
+inline constexpr std::string_view kSetPinnedInputTensors =
+    "PyRT_SET_PINNED_INPUT_TENSORS";  // copies into pinned memory
+inline constexpr std::string_view kRun =
+    "PyRT_RUN";  // running the schedule, without frontend overhead
 
 // Argument keys of section and kernel events.
 inline constexpr std::string_view kArgSectionId = "section_id";

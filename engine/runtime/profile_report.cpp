@@ -25,10 +25,14 @@ size_t utf8_sequence(std::string_view s, size_t i) {
   size_t len = 0;
   uint32_t cp = 0;
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
-  else return 0;
+  if ((c & 0xE0) == 0xC0)
+    len = 2, cp = c & 0x1F;
+  else if ((c & 0xF0) == 0xE0)
+    len = 3, cp = c & 0x0F;
+  else if ((c & 0xF8) == 0xF0)
+    len = 4, cp = c & 0x07;
+  else
+    return 0;
   if (i + len > s.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     if ((b(i + k) & 0xC0) != 0x80) return 0;
@@ -51,10 +55,17 @@ void put_string(Out& out, std::string_view s) {
       ++i;
     } else if (c < 0x20) {
       switch (c) {
-        case '\n': put(out, "\\n"); break;
-        case '\t': put(out, "\\t"); break;
-        case '\r': put(out, "\\r"); break;
-        default: fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+        case '\n':
+          put(out, "\\n");
+          break;
+        case '\t':
+          put(out, "\\t");
+          break;
+        case '\r':
+          put(out, "\\r");
+          break;
+        default:
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
       }
       ++i;
     } else if (size_t n = utf8_sequence(s, i)) {
@@ -79,14 +90,18 @@ void put_us(Out& out, int64_t ns) {
 
 void put_arg_value(Out& out, const ProfileArg& a) {
   switch (a.kind) {
-    case ProfileArg::Kind::Int: fmt::format_to(std::back_inserter(out), "{}", a.i); break;
+    case ProfileArg::Kind::Int:
+      fmt::format_to(std::back_inserter(out), "{}", a.i);
+      break;
     case ProfileArg::Kind::Float:
       if (std::isfinite(a.f))
         fmt::format_to(std::back_inserter(out), "{}", a.f);
       else
         put_string(out, fmt::format("{}", a.f));  // JSON has no inf or nan
       break;
-    case ProfileArg::Kind::String: put_string(out, a.str()); break;
+    case ProfileArg::Kind::String:
+      put_string(out, a.str());
+      break;
   }
 }
 
@@ -95,7 +110,8 @@ void put_event(Out& out, const ProfileTrace& t, const ProfileEvent& e) {
   put_string(out, e.name);
   put(out, ",\"cat\":");
   put_string(out, profile_category_name(e.category));
-  put(out, e.phase == ProfilePhase::Complete ? ",\"ph\":\"X\",\"ts\":" : ",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
+  put(out, e.phase == ProfilePhase::Complete ? ",\"ph\":\"X\",\"ts\":"
+                                             : ",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
   put_us(out, e.start_ns - t.start_ns);
   if (e.phase == ProfilePhase::Complete) {
     put(out, ",\"dur\":");
@@ -115,10 +131,12 @@ void put_event(Out& out, const ProfileTrace& t, const ProfileEvent& e) {
   out.push_back('}');
 }
 
-void put_metadata(Out& out, const ProfileTrace& t, std::string_view what, uint32_t tid, std::string_view name) {
+void put_metadata(Out& out, const ProfileTrace& t, std::string_view what, uint32_t tid,
+                  std::string_view name) {
   put(out, "{\"name\":");
   put_string(out, what);
-  fmt::format_to(std::back_inserter(out), ",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", t.pid, tid);
+  fmt::format_to(std::back_inserter(out),
+                 ",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", t.pid, tid);
   put_string(out, name);
   put(out, "}}");
 }
@@ -151,9 +169,10 @@ std::string chrome_trace_json(const ProfileTrace& t) {
     put(out, ",\n");
     put_event(out, t, e);
   }
-  fmt::format_to(std::back_inserter(out),
-                 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"wall_ns\":{},\"dropped_events\":{}}}}}\n",
-                 t.wall_ns(), t.dropped_events);
+  fmt::format_to(
+      std::back_inserter(out),
+      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"wall_ns\":{},\"dropped_events\":{}}}}}\n",
+      t.wall_ns(), t.dropped_events);
   return fmt::to_string(out);
 }
 
@@ -207,9 +226,10 @@ RuntimePerfMode runtime_perf_mode_from_env() {
   const char* env = std::getenv("ENABLE_RUNTIME_PERF");
   if (!env) return RuntimePerfMode::Off;
   if (auto mode = parse_runtime_perf_mode(env)) return *mode;
-  log::warn("ENABLE_RUNTIME_PERF='{}' is not a runtime profile mode; expected SUMMARY or DETAILED "
-            "(runtime profiling stays off)",
-            env);
+  log::warn(
+      "ENABLE_RUNTIME_PERF='{}' is not a runtime profile mode; expected SUMMARY or DETAILED "
+      "(runtime profiling stays off)",
+      env);
   return RuntimePerfMode::Off;
 }
 
@@ -220,25 +240,28 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
 
   Out out;
   auto app = std::back_inserter(out);
-  fmt::format_to(app, "Runtime profile: wall time {:.3f} ms, {} events on {} threads", t.wall_ns() / 1e6,
-                 t.events.size(), t.threads.size());
+  fmt::format_to(app, "Runtime profile: wall time {:.3f} ms, {} events on {} threads",
+                 t.wall_ns() / 1e6, t.events.size(), t.threads.size());
   if (t.dropped_events) fmt::format_to(app, ", {} events dropped", t.dropped_events);
   out.push_back('\n');
-  fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7}\n", "name", width, "category",
-                 "count", "total ms", "mean us", "p50 us", "p99 us", "max us", "wall %");
+  fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7}\n", "name",
+                 width, "category", "count", "total ms", "mean us", "p50 us", "p99 us", "max us",
+                 "wall %");
   for (const ProfileStats& r : rows)
-    fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>7.2f}\n", r.name,
-                   width, profile_category_name(r.category), r.count, r.total_ns / 1e6, r.mean_ns / 1e3,
-                   r.p50_ns / 1e3, r.p99_ns / 1e3, r.max_ns / 1e3, 100.0 * r.wall_share);
+    fmt::format_to(
+        app, "{:<{}}  {:<8} {:>8} {:>12.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>7.2f}\n",
+        r.name, width, profile_category_name(r.category), r.count, r.total_ns / 1e6,
+        r.mean_ns / 1e3, r.p50_ns / 1e3, r.p99_ns / 1e3, r.max_ns / 1e3, 100.0 * r.wall_share);
 
   if (mode == RuntimePerfMode::Detailed) {
     std::vector<const ProfileEvent*> by_time;
     by_time.reserve(t.events.size());
     for (const ProfileEvent& e : t.events) by_time.push_back(&e);
-    std::stable_sort(by_time.begin(), by_time.end(),
-                     [](const ProfileEvent* a, const ProfileEvent* b) { return a->start_ns < b->start_ns; });
-    fmt::format_to(app, "\nEvents in time order:\n{:>14} {:>12} {:>8}  {:<8} {}\n", "start us", "dur us", "tid",
-                   "category", "name");
+    std::stable_sort(
+        by_time.begin(), by_time.end(),
+        [](const ProfileEvent* a, const ProfileEvent* b) { return a->start_ns < b->start_ns; });
+    fmt::format_to(app, "\nEvents in time order:\n{:>14} {:>12} {:>8}  {:<8} {}\n", "start us",
+                   "dur us", "tid", "category", "name");
     for (const ProfileEvent* e : by_time) {
       fmt::format_to(app, "{:>14.3f} ", (e->start_ns - t.start_ns) / 1e3);
       if (e->phase == ProfilePhase::Complete)
@@ -249,9 +272,15 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
       for (const ProfileArg& a : e->arg_list()) {
         fmt::format_to(app, " {}=", a.key());
         switch (a.kind) {
-          case ProfileArg::Kind::Int: fmt::format_to(app, "{}", a.i); break;
-          case ProfileArg::Kind::Float: fmt::format_to(app, "{}", a.f); break;
-          case ProfileArg::Kind::String: fmt::format_to(app, "{}", a.str()); break;
+          case ProfileArg::Kind::Int:
+            fmt::format_to(app, "{}", a.i);
+            break;
+          case ProfileArg::Kind::Float:
+            fmt::format_to(app, "{}", a.f);
+            break;
+          case ProfileArg::Kind::String:
+            fmt::format_to(app, "{}", a.str());
+            break;
         }
       }
       out.push_back('\n');
@@ -260,7 +289,8 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
   return fmt::to_string(out);
 }
 
-void write_profile_summary(const ProfileTrace& trace, RuntimePerfMode mode, const std::string& path) {
+void write_profile_summary(const ProfileTrace& trace, RuntimePerfMode mode,
+                           const std::string& path) {
   write_file_atomically(path, format_profile_summary(trace, mode));
 }
 

@@ -52,8 +52,10 @@ RuntimePerfMode runtime_perf_mode_from_env();
 
 // The summary table (wall time, event and thread counts, then one row per
 // summarize() entry). Detailed appends every event in time order.
-std::string format_profile_summary(const ProfileTrace& trace, RuntimePerfMode mode = RuntimePerfMode::Summary);
+std::string format_profile_summary(const ProfileTrace& trace,
+                                   RuntimePerfMode mode = RuntimePerfMode::Summary);
 // Writes format_profile_summary() to `path` atomically.
-void write_profile_summary(const ProfileTrace& trace, RuntimePerfMode mode, const std::string& path);
+void write_profile_summary(const ProfileTrace& trace, RuntimePerfMode mode,
+                           const std::string& path);
 
 }  // namespace samba

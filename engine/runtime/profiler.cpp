@@ -16,12 +16,18 @@ namespace samba {
 
 std::string_view profile_category_name(ProfileCategory c) {
   switch (c) {
-    case ProfileCategory::Samba: return "samba";
-    case ProfileCategory::Runtime: return "runtime";
-    case ProfileCategory::Section: return "section";
-    case ProfileCategory::Kernel: return "kernel";
-    case ProfileCategory::Transfer: return "transfer";
-    case ProfileCategory::User: return "user";
+    case ProfileCategory::Samba:
+      return "samba";
+    case ProfileCategory::Runtime:
+      return "runtime";
+    case ProfileCategory::Section:
+      return "section";
+    case ProfileCategory::Kernel:
+      return "kernel";
+    case ProfileCategory::Transfer:
+      return "transfer";
+    case ProfileCategory::User:
+      return "user";
   }
   return "unknown";
 }
@@ -49,7 +55,7 @@ struct ThreadBuffer {
   std::atomic<uint64_t> epoch{0};
   std::atomic<bool> orphaned{false};  // its thread has exited; another may adopt it
   std::atomic<uint64_t> dropped{0};
-  uint32_t tid = 0;      // owner only
+  uint32_t tid = 0;  // owner only
   Chunk* head = nullptr;
   Chunk* tail = nullptr;  // owner only
   size_t count = 0;       // owner only: events in this epoch
@@ -64,7 +70,8 @@ struct ThreadBuffer {
   }
 
   void reset(uint64_t e) {
-    for (Chunk* c = head; c; c = c->next.load(std::memory_order_relaxed)) c->size.store(0, std::memory_order_relaxed);
+    for (Chunk* c = head; c; c = c->next.load(std::memory_order_relaxed))
+      c->size.store(0, std::memory_order_relaxed);
     tail = head;
     count = 0;
     dropped.store(0, std::memory_order_relaxed);
@@ -91,7 +98,8 @@ struct LiveProfilers {
   uint64_t next_id = 1;
 };
 LiveProfilers& live_profilers() {
-  static LiveProfilers* l = new LiveProfilers();  // never destroyed: threads may exit during teardown
+  static LiveProfilers* l =
+      new LiveProfilers();  // never destroyed: threads may exit during teardown
   return *l;
 }
 
@@ -153,7 +161,8 @@ struct Profiler::State {
     {  // forget buffers of profilers that no longer exist
       LiveProfilers& live = live_profilers();
       std::lock_guard<std::mutex> lock(live.mu);
-      std::erase_if(tls_slots.slots, [&](const ThreadSlots::Slot& s) { return !live.ids.count(s.profiler_id); });
+      std::erase_if(tls_slots.slots,
+                    [&](const ThreadSlots::Slot& s) { return !live.ids.count(s.profiler_id); });
     }
     const uint32_t tid = current_tid();
     std::lock_guard<std::mutex> lock(mu);
@@ -192,14 +201,16 @@ Profiler::~Profiler() {
 }
 
 int64_t Profiler::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
 Profiler::CaptureId Profiler::start(ProfileCategoryMask categories) {
-  SAMBA_CHECK((categories & ~kAllProfileCategories) == 0 && categories != 0, Status::InvalidArgument,
-              "profile categories {:#x} are not a non-empty subset of the known ones ({:#x})", categories,
-              kAllProfileCategories);
+  SAMBA_CHECK((categories & ~kAllProfileCategories) == 0 && categories != 0,
+              Status::InvalidArgument,
+              "profile categories {:#x} are not a non-empty subset of the known ones ({:#x})",
+              categories, kAllProfileCategories);
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   CaptureId id = s.next_capture++;
@@ -218,9 +229,11 @@ bool Profiler::running(CaptureId id) const {
 ProfileTrace Profiler::stop(CaptureId id) {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = std::find_if(s.captures.begin(), s.captures.end(), [&](const State::Capture& c) { return c.id == id; });
+  auto it = std::find_if(s.captures.begin(), s.captures.end(),
+                         [&](const State::Capture& c) { return c.id == id; });
   SAMBA_CHECK(it != s.captures.end(), Status::InvalidArgument,
-              "profile capture {} is not running (it was never started or was already stopped)", id);
+              "profile capture {} is not running (it was never started or was already stopped)",
+              id);
   const State::Capture cap = *it;
   s.captures.erase(it);
   ProfileCategoryMask mask = 0;
@@ -243,7 +256,8 @@ ProfileTrace Profiler::stop(CaptureId id) {
       const uint32_t n = c->size.load(std::memory_order_acquire);
       for (uint32_t i = 0; i < n; ++i) {
         const ProfileEvent& e = c->events[i];
-        if ((category_bit(e.category) & cap.categories) && e.start_ns >= t.start_ns && e.start_ns <= t.end_ns)
+        if ((category_bit(e.category) & cap.categories) && e.start_ns >= t.start_ns &&
+            e.start_ns <= t.end_ns)
           t.events.push_back(e);
       }
       if (n < kChunkEvents) break;
@@ -260,11 +274,14 @@ ProfileTrace Profiler::stop(CaptureId id) {
   for (const ProfileEvent& e : t.events)
     if (t.threads.empty() || t.threads.back().tid != e.tid) {
       auto name = s.thread_names.find(e.tid);
-      t.threads.push_back({e.tid, name != s.thread_names.end() ? name->second : "thread " + std::to_string(e.tid)});
+      t.threads.push_back(
+          {e.tid, name != s.thread_names.end() ? name->second : "thread " + std::to_string(e.tid)});
     }
   if (t.dropped_events)
-    log::warn("profile: {} events were dropped because a thread recorded more than {} since profiling started",
-              t.dropped_events, s.options.max_events_per_thread);
+    log::warn(
+        "profile: {} events were dropped because a thread recorded more than {} since profiling "
+        "started",
+        t.dropped_events, s.options.max_events_per_thread);
   return t;
 }
 
@@ -277,24 +294,26 @@ std::string_view Profiler::intern(std::string_view str) {
 }
 
 void Profiler::set_thread_name(std::string_view name) {
-  state_->thread_buffer();  // registers the thread first, so its default name cannot overwrite this one
+  state_->thread_buffer();  // registers the thread first, so its default name cannot overwrite this
+                            // one
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->thread_names[current_tid()] = std::string(name);
 }
 
-void Profiler::record_complete(ProfileCategory c, std::string_view name, int64_t start_ns, int64_t end_ns,
-                               std::span<const ProfileArg> args) {
+void Profiler::record_complete(ProfileCategory c, std::string_view name, int64_t start_ns,
+                               int64_t end_ns, std::span<const ProfileArg> args) {
   if (!enabled(c)) return;
   append(c, ProfilePhase::Complete, name, start_ns, std::max<int64_t>(end_ns - start_ns, 0), args);
 }
 
-void Profiler::record_instant(ProfileCategory c, std::string_view name, std::span<const ProfileArg> args) {
+void Profiler::record_instant(ProfileCategory c, std::string_view name,
+                              std::span<const ProfileArg> args) {
   if (!enabled(c)) return;
   append(c, ProfilePhase::Instant, name, now_ns(), 0, args);
 }
 
-void Profiler::append(ProfileCategory c, ProfilePhase ph, std::string_view name, int64_t start_ns, int64_t dur_ns,
-                      std::span<const ProfileArg> args) {
+void Profiler::append(ProfileCategory c, ProfilePhase ph, std::string_view name, int64_t start_ns,
+                      int64_t dur_ns, std::span<const ProfileArg> args) {
   State& s = *state_;
   ThreadBuffer* b = s.thread_buffer();
   const uint64_t epoch = s.epoch.load(std::memory_order_acquire);

@@ -43,7 +43,9 @@ enum class ProfileCategory : uint8_t {
 inline constexpr int kNumProfileCategories = 6;
 
 using ProfileCategoryMask = uint32_t;
-constexpr ProfileCategoryMask category_bit(ProfileCategory c) { return 1u << static_cast<unsigned>(c); }
+constexpr ProfileCategoryMask category_bit(ProfileCategory c) {
+  return 1u << static_cast<unsigned>(c);
+}
 inline constexpr ProfileCategoryMask kAllProfileCategories = (1u << kNumProfileCategories) - 1;
 // What the runtime profile (start_runtime_profile) captures.
 inline constexpr ProfileCategoryMask kRuntimeProfileCategories =
@@ -131,9 +133,9 @@ struct ProfileTrace {
   int64_t end_ns = 0;    // when it stopped
   ProfileCategoryMask categories = 0;
   std::vector<ProfileEvent> events;
-  std::vector<ProfileThread> threads;  // every thread that has an event, by tid
-  uint64_t dropped_events = 0;         // lost to the per-thread event limit
-  std::shared_ptr<const void> strings; // keeps interned names alive
+  std::vector<ProfileThread> threads;   // every thread that has an event, by tid
+  uint64_t dropped_events = 0;          // lost to the per-thread event limit
+  std::shared_ptr<const void> strings;  // keeps interned names alive
 
   int64_t wall_ns() const { return end_ns - start_ns; }
 };
@@ -177,7 +179,8 @@ class Profiler {
   // nothing unless `c` is enabled. At most kMaxProfileArgs arguments are kept.
   void record_complete(ProfileCategory c, std::string_view name, int64_t start_ns, int64_t end_ns,
                        std::span<const ProfileArg> args = {});
-  void record_instant(ProfileCategory c, std::string_view name, std::span<const ProfileArg> args = {});
+  void record_instant(ProfileCategory c, std::string_view name,
+                      std::span<const ProfileArg> args = {});
 
   // Monotonic nanoseconds (the steady clock) used for every timestamp.
   static int64_t now_ns();
@@ -185,8 +188,8 @@ class Profiler {
   struct State;  // defined in profiler.cpp
 
  private:
-  void append(ProfileCategory c, ProfilePhase ph, std::string_view name, int64_t start_ns, int64_t dur_ns,
-              std::span<const ProfileArg> args);
+  void append(ProfileCategory c, ProfilePhase ph, std::string_view name, int64_t start_ns,
+              int64_t dur_ns, std::span<const ProfileArg> args);
 
   std::atomic<ProfileCategoryMask> mask_{0};
   std::unique_ptr<State> state_;
@@ -215,7 +218,9 @@ class ProfileScope {
   // Attach arguments; ignored when inactive or when kMaxProfileArgs are set.
   ProfileScope& arg(std::string_view key, int64_t v) { return add(ProfileArg::integer(key, v)); }
   ProfileScope& arg(std::string_view key, double v) { return add(ProfileArg::number(key, v)); }
-  ProfileScope& arg(std::string_view key, std::string_view v) { return add(ProfileArg::text(key, v)); }
+  ProfileScope& arg(std::string_view key, std::string_view v) {
+    return add(ProfileArg::text(key, v));
+  }
 
  private:
   ProfileScope& add(const ProfileArg& a) {
@@ -223,7 +228,8 @@ class ProfileScope {
     return *this;
   }
   void finish() {
-    profiler_->record_complete(category_, name_, start_ns_, Profiler::now_ns(), {args_.data(), num_args_});
+    profiler_->record_complete(category_, name_, start_ns_, Profiler::now_ns(),
+                               {args_.data(), num_args_});
   }
 
   Profiler* profiler_ = nullptr;
@@ -235,7 +241,8 @@ class ProfileScope {
 };
 
 // Records an instant event when `c` is enabled.
-inline void profile_instant(Profiler& p, std::string_view name, ProfileCategory c = ProfileCategory::Samba,
+inline void profile_instant(Profiler& p, std::string_view name,
+                            ProfileCategory c = ProfileCategory::Samba,
                             std::span<const ProfileArg> args = {}) {
   if (p.enabled(c)) p.record_instant(c, name, args);
 }

@@ -7,7 +7,8 @@ namespace samba {
 
 void SessionProfiles::start_samba_profile() {
   std::lock_guard<std::mutex> lock(mu_);
-  SAMBA_CHECK(!samba_, Status::InvalidState, "start_samba_profile: the Samba profile is already running");
+  SAMBA_CHECK(!samba_, Status::InvalidState,
+              "start_samba_profile: the Samba profile is already running");
   samba_ = profiler_.start(kAllProfileCategories);
 }
 
@@ -34,7 +35,8 @@ bool SessionProfiles::start_runtime_profile(bool timer_enabled) {
 
 bool SessionProfiles::start_runtime_profile(RuntimePerfMode mode, bool timer_enabled) {
   std::lock_guard<std::mutex> lock(mu_);
-  SAMBA_CHECK(!runtime_, Status::InvalidState, "start_runtime_profile: the runtime profile is already running");
+  SAMBA_CHECK(!runtime_, Status::InvalidState,
+              "start_runtime_profile: the runtime profile is already running");
   if (mode == RuntimePerfMode::Off) return false;
   runtime_ = profiler_.start(kRuntimeProfileCategories);
   runtime_mode_ = mode;

@@ -23,11 +23,11 @@
 namespace samba {
 
 struct RuntimeProfileResult {
-  bool recorded = false;       // false when the runtime profile was off
+  bool recorded = false;  // false when the runtime profile was off
   RuntimePerfMode mode = RuntimePerfMode::Off;
   bool timer_enabled = false;  // the caller prints the wall time when set
   int64_t wall_ns = 0;
-  std::string summary;         // format_profile_summary() of the capture
+  std::string summary;  // format_profile_summary() of the capture
 };
 
 class SessionProfiles {

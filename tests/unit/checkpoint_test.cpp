@@ -1,3 +1,5 @@
+#include "engine/runtime/checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,7 +13,6 @@
 #include <set>
 
 #include "engine/core/error.h"
-#include "engine/runtime/checkpoint.h"
 #include "engine/runtime/checkpoint_format.h"
 
 using namespace samba;
@@ -20,7 +21,8 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  auto d = fs::temp_directory_path() / ("samba_checkpoint_test_" + std::to_string(::getpid())) / name;
+  auto d =
+      fs::temp_directory_path() / ("samba_checkpoint_test_" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -47,7 +49,8 @@ std::vector<uint8_t> logical_bytes(const Tensor& t) {
   for (int64_t n = 0; n < t.numel(); ++n) {
     int64_t off = t.offset();
     for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
-    std::memcpy(out.data() + static_cast<size_t>(n) * es, base + off * static_cast<int64_t>(es), es);
+    std::memcpy(out.data() + static_cast<size_t>(n) * es, base + off * static_cast<int64_t>(es),
+                es);
     for (size_t d = idx.size(); d-- > 0;) {
       if (++idx[d] < t.shape()[d]) break;
       idx[d] = 0;
@@ -61,7 +64,8 @@ Tensor random_tensor(const Dims& shape, DType dt, uint32_t seed) {
   Tensor t = Tensor::empty(shape, dt);
   std::mt19937 gen(seed);
   auto* p = static_cast<uint8_t*>(t.numel() ? t.raw_data() : nullptr);
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(dt == DType::Bool ? gen() & 1 : gen());
+  for (size_t i = 0; i < t.nbytes(); ++i)
+    p[i] = static_cast<uint8_t>(dt == DType::Bool ? gen() & 1 : gen());
   return t;
 }
 
@@ -77,8 +81,9 @@ Tensor transposed(int64_t rows, int64_t cols, DType dt, uint32_t seed) {
   return base.as_strided({rows, cols}, {1, rows}, 0);
 }
 
-const std::vector<DType> kAllDTypes = {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64, DType::Int64,
-                                       DType::Int32,   DType::Int16,    DType::Int8,    DType::UInt8,   DType::Bool};
+const std::vector<DType> kAllDTypes = {
+    DType::Float32, DType::BFloat16, DType::Float16, DType::Float64, DType::Int64,
+    DType::Int32,   DType::Int16,    DType::Int8,    DType::UInt8,   DType::Bool};
 
 template <typename F>
 Error expect_error(F&& f, const std::string& what) {
@@ -99,27 +104,33 @@ struct Fixture {
   SaveOptions options{.compression_level = 1, .block_bytes = 4096};
 
   Fixture() {
-    entries.push_back({"w1", CheckpointKind::Parameter, random_tensor({64, 40}, DType::Float32, 1)});
+    entries.push_back(
+        {"w1", CheckpointKind::Parameter, random_tensor({64, 40}, DType::Float32, 1)});
     entries.push_back({"b1", CheckpointKind::Parameter, random_tensor({40}, DType::Float32, 2)});
-    entries.push_back({"w1.momentum", CheckpointKind::OptimizerState, filled({64, 40}, DType::Float32, 0)});
+    entries.push_back(
+        {"w1.momentum", CheckpointKind::OptimizerState, filled({64, 40}, DType::Float32, 0)});
     entries.push_back({"steps", CheckpointKind::Buffer, random_tensor({}, DType::Int64, 3)});
-    entries.push_back({"emb", CheckpointKind::Parameter, random_tensor({100, 30}, DType::BFloat16, 4)});
+    entries.push_back(
+        {"emb", CheckpointKind::Parameter, random_tensor({100, 30}, DType::BFloat16, 4)});
   }
   // Targets of the same shapes and dtypes holding a sentinel byte.
   std::vector<CheckpointTarget> targets(uint8_t sentinel = 0x5A) const {
     std::vector<CheckpointTarget> t;
-    for (const auto& e : entries) t.push_back({e.name, filled(e.tensor.shape(), e.tensor.dtype(), sentinel)});
+    for (const auto& e : entries)
+      t.push_back({e.name, filled(e.tensor.shape(), e.tensor.dtype(), sentinel)});
     return t;
   }
 };
 
-void expect_unchanged(const std::vector<CheckpointTarget>& targets, uint8_t sentinel, const std::string& context) {
+void expect_unchanged(const std::vector<CheckpointTarget>& targets, uint8_t sentinel,
+                      const std::string& context) {
   for (const auto& t : targets) {
     std::vector<uint8_t> b = logical_bytes(t.tensor);
     const uint8_t expected = t.tensor.dtype() == DType::Bool ? (sentinel & 1) : sentinel;
     for (uint8_t x : b)
       if (x != expected) {
-        ADD_FAILURE() << "target '" << t.name << "' was changed by a failed load (" << context << ")";
+        ADD_FAILURE() << "target '" << t.name << "' was changed by a failed load (" << context
+                      << ")";
         return;
       }
   }
@@ -128,22 +139,44 @@ void expect_unchanged(const std::vector<CheckpointTarget>& targets, uint8_t sent
 std::vector<std::string> leftovers(const fs::path& dir) {
   std::vector<std::string> out;
   for (auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().string());
+    if (e.path().filename().string().find(".tmp") != std::string::npos)
+      out.push_back(e.path().string());
   return out;
 }
+
+// Removes every file the tests wrote (one directory per process).
+class TempRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                    ("samba_checkpoint_test_" + std::to_string(::getpid())),
+                                ec);
+  }
+};
+const auto* const kTempRoot = ::testing::AddGlobalTestEnvironment(new TempRoot);
 
 }  // namespace
 
 TEST(Checkpoint, RoundTripsEveryDTypeAndShape) {
   auto dir = temp_dir("roundtrip");
-  const std::vector<Dims> shapes = {{}, {0}, {1}, {7}, {3, 5}, {2, 0, 4}, {1, 1, 1, 13}, {33, 17},
-                                    Dims(16, 1), {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1}};
+  const std::vector<Dims> shapes = {{},
+                                    {0},
+                                    {1},
+                                    {7},
+                                    {3, 5},
+                                    {2, 0, 4},
+                                    {1, 1, 1, 13},
+                                    {33, 17},
+                                    Dims(16, 1),
+                                    {2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1}};
   std::vector<CheckpointEntry> entries;
   uint32_t seed = 10;
   for (DType dt : kAllDTypes) {
     for (size_t s = 0; s < shapes.size(); ++s)
       entries.push_back({fmt::format("{}_{}", dtype_name(dt), s),
-                         static_cast<CheckpointKind>(s % kNumCheckpointKinds), random_tensor(shapes[s], dt, ++seed)});
+                         static_cast<CheckpointKind>(s % kNumCheckpointKinds),
+                         random_tensor(shapes[s], dt, ++seed)});
     entries.push_back({fmt::format("{}_transposed", dtype_name(dt)), CheckpointKind::Parameter,
                        transposed(37, 29, dt, ++seed)});
   }
@@ -175,12 +208,14 @@ TEST(Checkpoint, RoundTripsEveryDTypeAndShape) {
   // Loading into strided targets writes through their views.
   std::vector<CheckpointTarget> targets;
   for (const auto& e : entries)
-    if (e.name.ends_with("_transposed")) targets.push_back({e.name, transposed(37, 29, e.tensor.dtype(), 999)});
+    if (e.name.ends_with("_transposed"))
+      targets.push_back({e.name, transposed(37, 29, e.tensor.dtype(), 999)});
   LoadReport r = load_checkpoint(path, targets, {.strict = false});
   EXPECT_EQ(r.loaded.size(), kAllDTypes.size());
   EXPECT_TRUE(r.missing.empty());
   EXPECT_EQ(r.unused.size(), entries.size() - kAllDTypes.size());
-  for (const auto& t : targets) EXPECT_EQ(logical_bytes(t.tensor), logical_bytes(c.find(t.name)->tensor)) << t.name;
+  for (const auto& t : targets)
+    EXPECT_EQ(logical_bytes(t.tensor), logical_bytes(c.find(t.name)->tensor)) << t.name;
 }
 
 TEST(Checkpoint, InspectGivesTheTableWithoutData) {
@@ -210,7 +245,8 @@ TEST(Checkpoint, LoadFillsTargetsAndReports) {
   EXPECT_TRUE(r.missing.empty());
   EXPECT_TRUE(r.unused.empty());
   for (size_t i = 0; i < targets.size(); ++i)
-    EXPECT_EQ(logical_bytes(targets[i].tensor), logical_bytes(f.entries[i].tensor)) << targets[i].name;
+    EXPECT_EQ(logical_bytes(targets[i].tensor), logical_bytes(f.entries[i].tensor))
+        << targets[i].name;
 }
 
 TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
@@ -221,7 +257,8 @@ TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
   std::vector<CheckpointTarget> params;
   for (size_t i = 0; i < f.entries.size(); ++i)
     if (f.entries[i].kind == CheckpointKind::Parameter)
-      params.push_back({f.entries[i].name, filled(f.entries[i].tensor.shape(), f.entries[i].tensor.dtype(), 0x5A)});
+      params.push_back({f.entries[i].name,
+                        filled(f.entries[i].tensor.shape(), f.entries[i].tensor.dtype(), 0x5A)});
   ASSERT_EQ(params.size(), 3u);
 
   // All kinds, strict: the optimizer state and buffer have no target.
@@ -230,14 +267,20 @@ TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
   EXPECT_NE(std::string(e.what()).find("w1.momentum"), std::string::npos) << e.what();
   expect_unchanged(params, 0x5A, "unused entries");
 
-  LoadReport r = load_checkpoint(path, params, {.strict = true, .kinds = kind_bit(CheckpointKind::Parameter)});
+  LoadReport r =
+      load_checkpoint(path, params, {.strict = true, .kinds = kind_bit(CheckpointKind::Parameter)});
   EXPECT_EQ(r.loaded, (std::vector<std::string>{"w1", "b1", "emb"}));
   EXPECT_EQ(logical_bytes(params[0].tensor), logical_bytes(f.entries[0].tensor));
 
   // A target whose entry is of an unselected kind is not found.
-  std::vector<CheckpointTarget> momentum = {{"w1.momentum", filled({64, 40}, DType::Float32, 0x5A)}};
-  e = expect_error([&] { load_checkpoint(path, momentum, {.strict = true, .kinds = kind_bit(CheckpointKind::Parameter)}); },
-                   "target of an unselected kind");
+  std::vector<CheckpointTarget> momentum = {
+      {"w1.momentum", filled({64, 40}, DType::Float32, 0x5A)}};
+  e = expect_error(
+      [&] {
+        load_checkpoint(path, momentum,
+                        {.strict = true, .kinds = kind_bit(CheckpointKind::Parameter)});
+      },
+      "target of an unselected kind");
   EXPECT_EQ(e.code(), Status::NotFound);
   expect_unchanged(momentum, 0x5A, "unselected kind");
 }
@@ -264,7 +307,8 @@ TEST(Checkpoint, MismatchedTargetsAreRefusedAndLeftUnchanged) {
   {  // wrong dtype, after targets that match (which must not be written either)
     auto targets = f.targets();
     targets[3] = {"steps", filled({}, DType::Int32, 0x5A)};
-    Error e = expect_error([&] { load_checkpoint(path, targets, {.strict = false}); }, "dtype mismatch");
+    Error e =
+        expect_error([&] { load_checkpoint(path, targets, {.strict = false}); }, "dtype mismatch");
     EXPECT_EQ(e.code(), Status::DTypeMismatch);
     const std::string m = e.what();
     EXPECT_NE(m.find("'steps'"), std::string::npos) << m;
@@ -275,7 +319,8 @@ TEST(Checkpoint, MismatchedTargetsAreRefusedAndLeftUnchanged) {
   {  // wrong shape
     auto targets = f.targets();
     targets[4] = {"emb", filled({30, 100}, DType::BFloat16, 0x5A)};
-    Error e = expect_error([&] { load_checkpoint(path, targets, {.strict = false}); }, "shape mismatch");
+    Error e =
+        expect_error([&] { load_checkpoint(path, targets, {.strict = false}); }, "shape mismatch");
     EXPECT_EQ(e.code(), Status::ShapeMismatch);
     const std::string m = e.what();
     EXPECT_NE(m.find("'emb'"), std::string::npos) << m;
@@ -289,8 +334,10 @@ TEST(Checkpoint, MismatchedTargetsAreRefusedAndLeftUnchanged) {
     EXPECT_EQ(expect_error([&] { load_checkpoint(path, targets); }, "duplicate target").code(),
               Status::InvalidArgument);
     std::vector<CheckpointTarget> symbolic = {{"w1", Tensor::symbolic({64, 40}, DType::Float32)}};
-    EXPECT_EQ(expect_error([&] { load_checkpoint(path, symbolic, {.strict = false}); }, "symbolic target").code(),
-              Status::InvalidState);
+    EXPECT_EQ(
+        expect_error([&] { load_checkpoint(path, symbolic, {.strict = false}); }, "symbolic target")
+            .code(),
+        Status::InvalidState);
   }
 }
 
@@ -309,8 +356,8 @@ TEST(Checkpoint, FlippedBytesAreRefused) {
   const auto header = checkpoint_format::decode_header(header_bytes, bytes.size(), good.string());
   const size_t table_end = 64 + static_cast<size_t>(header.table_bytes);
   const auto table = checkpoint_format::decode_table(
-      header, header_bytes, std::span<const uint8_t>(bytes.data() + 64, header.table_bytes), bytes.size(),
-      good.string());
+      header, header_bytes, std::span<const uint8_t>(bytes.data() + 64, header.table_bytes),
+      bytes.size(), good.string());
   std::set<size_t> positions;
   for (size_t i = 0; i < table_end; ++i) positions.insert(i);
   for (const auto& e : table.entries) {
@@ -334,8 +381,8 @@ TEST(Checkpoint, FlippedBytesAreRefused) {
       auto targets = f.targets();
       try {
         load_checkpoint(bad.string(), targets);
-        ADD_FAILURE() << "a flip of bit mask " << int(mask) << " at byte " << pos << " of " << bytes.size()
-                      << " was not detected";
+        ADD_FAILURE() << "a flip of bit mask " << int(mask) << " at byte " << pos << " of "
+                      << bytes.size() << " was not detected";
       } catch (const Error& e) {
         ++refused;
         codes.insert(e.code());
@@ -361,11 +408,14 @@ TEST(Checkpoint, TruncatedFilesAreRefused) {
   const fs::path bad = dir / "bad.ckpt";
   for (int k = 0; k < 16; ++k) {
     const size_t n = bytes.size() * k / 16;
-    write_bytes(bad, std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)));
+    write_bytes(
+        bad, std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)));
     auto targets = f.targets();
-    Error e = expect_error([&] { load_checkpoint(bad.string(), targets); }, fmt::format("truncated to {}", n));
+    Error e = expect_error([&] { load_checkpoint(bad.string(), targets); },
+                           fmt::format("truncated to {}", n));
     EXPECT_EQ(e.code(), Status::CorruptFile) << e.what();
-    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << n << " bytes: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos)
+        << n << " bytes: " << e.what();
     EXPECT_NE(std::string(e.what()).find(bad.string()), std::string::npos) << e.what();
     expect_unchanged(targets, 0x5A, fmt::format("truncated to {}", n));
     EXPECT_THROW(read_checkpoint(bad.string()), Error);
@@ -388,7 +438,8 @@ TEST(Checkpoint, VersionsAreCheckedAndNamed) {
   // Rewrites the header with `edit` applied and a correct checksum.
   auto with_header = [&](auto edit) {
     std::vector<uint8_t> b = bytes;
-    auto h = checkpoint_format::decode_header(std::span<const uint8_t, 64>(b.data(), 64), b.size(), path.string());
+    auto h = checkpoint_format::decode_header(std::span<const uint8_t, 64>(b.data(), 64), b.size(),
+                                              path.string());
     edit(h);
     auto enc = checkpoint_format::encode_header(h);
     h.checksum = checkpoint_format::table_checksum(
@@ -411,7 +462,8 @@ TEST(Checkpoint, VersionsAreCheckedAndNamed) {
   EXPECT_EQ(c.entries.size(), f.entries.size());
 
   write_bytes(other, with_header([](auto& h) { h.flags = 4; }));
-  EXPECT_EQ(expect_error([&] { read_checkpoint(other.string()); }, "unknown flag").code(), Status::Unsupported);
+  EXPECT_EQ(expect_error([&] { read_checkpoint(other.string()); }, "unknown flag").code(),
+            Status::Unsupported);
 
   std::vector<uint8_t> not_ckpt(200, 'x');
   write_bytes(other, not_ckpt);
@@ -420,7 +472,8 @@ TEST(Checkpoint, VersionsAreCheckedAndNamed) {
 
   EXPECT_EQ(expect_error([&] { read_checkpoint((dir / "absent.ckpt").string()); }, "absent").code(),
             Status::NotFound);
-  EXPECT_EQ(expect_error([&] { read_checkpoint(dir.string()); }, "directory").code(), Status::IoError);
+  EXPECT_EQ(expect_error([&] { read_checkpoint(dir.string()); }, "directory").code(),
+            Status::IoError);
 }
 
 // Tables with a valid checksum but impossible contents (as a buggy or
@@ -506,26 +559,28 @@ TEST(Checkpoint, SaveRefusesBadEntriesBeforeWriting) {
   auto dir = temp_dir("badsave");
   const std::string path = (dir / "a.ckpt").string();
   Tensor t = random_tensor({4}, DType::Float32, 1);
-  auto refused = [&](std::vector<CheckpointEntry> entries, CheckpointMetadata md, SaveOptions opt, Status code,
-                     const std::string& needle) {
+  auto refused = [&](std::vector<CheckpointEntry> entries, CheckpointMetadata md, SaveOptions opt,
+                     Status code, const std::string& needle) {
     Error e = expect_error([&] { save_checkpoint(path, entries, md, opt); }, needle);
     EXPECT_EQ(e.code(), code) << e.what();
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     EXPECT_FALSE(fs::exists(path));
     EXPECT_TRUE(leftovers(dir).empty());
   };
-  refused({{"a", CheckpointKind::Parameter, t}, {"a", CheckpointKind::Buffer, t}}, {}, {}, Status::InvalidArgument,
-          "'a' is given twice");
+  refused({{"a", CheckpointKind::Parameter, t}, {"a", CheckpointKind::Buffer, t}}, {}, {},
+          Status::InvalidArgument, "'a' is given twice");
   refused({{"", CheckpointKind::Parameter, t}}, {}, {}, Status::InvalidArgument, "name of 0 bytes");
-  refused({{"a", CheckpointKind::Parameter, Tensor::symbolic({4}, DType::Float32)}}, {}, {}, Status::InvalidState,
-          "'a'");
+  refused({{"a", CheckpointKind::Parameter, Tensor::symbolic({4}, DType::Float32)}}, {}, {},
+          Status::InvalidState, "'a'");
   refused({{"a", CheckpointKind::Parameter, Tensor()}}, {}, {}, Status::NullPointer, "'a'");
-  refused({{"a", static_cast<CheckpointKind>(7), t}}, {}, {}, Status::InvalidArgument, "kind code 7");
-  refused({{"a", CheckpointKind::Parameter, t}}, {{"k", "1"}, {"k", "2"}}, {}, Status::InvalidArgument,
-          "metadata key 'k'");
-  refused({{"a", CheckpointKind::Parameter, t}}, {}, {.compression_level = 1000}, Status::InvalidArgument,
-          "compression level 1000");
-  refused({{"a", CheckpointKind::Parameter, t}}, {}, {.block_bytes = 10}, Status::InvalidArgument, "block size 10");
+  refused({{"a", static_cast<CheckpointKind>(7), t}}, {}, {}, Status::InvalidArgument,
+          "kind code 7");
+  refused({{"a", CheckpointKind::Parameter, t}}, {{"k", "1"}, {"k", "2"}}, {},
+          Status::InvalidArgument, "metadata key 'k'");
+  refused({{"a", CheckpointKind::Parameter, t}}, {}, {.compression_level = 1000},
+          Status::InvalidArgument, "compression level 1000");
+  refused({{"a", CheckpointKind::Parameter, t}}, {}, {.block_bytes = 10}, Status::InvalidArgument,
+          "block size 10");
 }
 
 // A save that fails, before or in the middle of writing, leaves the
@@ -538,7 +593,8 @@ TEST(Checkpoint, FailedSavesLeaveTheOldFileIntact) {
   const std::vector<uint8_t> before = read_bytes(path);
 
   std::vector<CheckpointEntry> big = {
-      {"big", CheckpointKind::Parameter, random_tensor({1 << 20}, DType::Float32, 5)}};  // 4 MiB, incompressible
+      {"big", CheckpointKind::Parameter,
+       random_tensor({1 << 20}, DType::Float32, 5)}};  // 4 MiB, incompressible
 
   // Mid-write: the file size limit stops the write after 1 MiB (EFBIG).
   {
@@ -548,7 +604,8 @@ TEST(Checkpoint, FailedSavesLeaveTheOldFileIntact) {
     struct rlimit small = old_limit;
     small.rlim_cur = 1 << 20;
     ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-    Error e = expect_error([&] { save_checkpoint(path.string(), big, {}, {.compression_level = 1}); }, "EFBIG");
+    Error e = expect_error(
+        [&] { save_checkpoint(path.string(), big, {}, {.compression_level = 1}); }, "EFBIG");
     ::setrlimit(RLIMIT_FSIZE, &old_limit);
     std::signal(SIGXFSZ, old_handler);
     EXPECT_EQ(e.code(), Status::IoError) << e.what();
@@ -568,14 +625,18 @@ TEST(Checkpoint, FailedSavesLeaveTheOldFileIntact) {
   }
   // The directory does not exist, or cannot hold new files (/proc).
   {
-    EXPECT_EQ(expect_error([&] { save_checkpoint((dir / "none" / "a.ckpt").string(), big); }, "missing dir").code(),
+    EXPECT_EQ(expect_error([&] { save_checkpoint((dir / "none" / "a.ckpt").string(), big); },
+                           "missing dir")
+                  .code(),
               Status::IoError);
-    EXPECT_EQ(expect_error([&] { save_checkpoint("/proc/samba_test.ckpt", big); }, "/proc").code(), Status::IoError);
+    EXPECT_EQ(expect_error([&] { save_checkpoint("/proc/samba_test.ckpt", big); }, "/proc").code(),
+              Status::IoError);
   }
   // A read-only directory (only meaningful when not running as root).
   if (::geteuid() != 0) {
     fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
-    EXPECT_EQ(expect_error([&] { save_checkpoint(path.string(), big); }, "read-only dir").code(), Status::IoError);
+    EXPECT_EQ(expect_error([&] { save_checkpoint(path.string(), big); }, "read-only dir").code(),
+              Status::IoError);
     fs::permissions(dir, fs::perms::owner_all);
     EXPECT_EQ(read_bytes(path), before);
   }
@@ -607,8 +668,9 @@ TEST(Checkpoint, BigTensorRoundTrip) {
   EXPECT_LT(size, uint64_t(n) * 4 * 2) << "the zero tensor should compress to almost nothing";
   EXPECT_GT(size, uint64_t(n) * 4 / 2);
 
-  std::vector<CheckpointTarget> targets = {{"w", Tensor::empty({n}, DType::Float32)},
-                                           {"w.exp_avg", Tensor::empty({n}, DType::Float32, false)}};
+  std::vector<CheckpointTarget> targets = {
+      {"w", Tensor::empty({n}, DType::Float32)},
+      {"w.exp_avg", Tensor::empty({n}, DType::Float32, false)}};
   std::memset(targets[1].tensor.raw_data(), 0xFF, targets[1].tensor.nbytes());
   load_checkpoint(path, targets);
   EXPECT_EQ(std::memcmp(targets[0].tensor.raw_data(), w.raw_data(), w.nbytes()), 0);

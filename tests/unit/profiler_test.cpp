@@ -1,6 +1,9 @@
+#include "engine/runtime/profiler.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +18,6 @@
 #include "engine/core/log.h"
 #include "engine/runtime/profile_events.h"
 #include "engine/runtime/profile_report.h"
-#include "engine/runtime/profiler.h"
 #include "engine/runtime/session_profiles.h"
 
 using namespace samba;
@@ -24,7 +26,8 @@ using json = nlohmann::json;
 namespace {
 
 std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("samba_profiler_test_" + std::to_string(::getpid())) / name;
+  auto d = std::filesystem::temp_directory_path() /
+           ("samba_profiler_test_" + std::to_string(::getpid())) / name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;
@@ -49,7 +52,8 @@ size_t count_named(const ProfileTrace& t, std::string_view name) {
 }
 
 // A trace built by hand, so statistics can be checked against arithmetic.
-ProfileTrace hand_trace(const std::vector<std::pair<std::string_view, int64_t>>& events, int64_t wall_ns) {
+ProfileTrace hand_trace(const std::vector<std::pair<std::string_view, int64_t>>& events,
+                        int64_t wall_ns) {
   ProfileTrace t;
   t.process_name = "test";
   t.pid = 7;
@@ -70,6 +74,18 @@ ProfileTrace hand_trace(const std::vector<std::pair<std::string_view, int64_t>>&
   return t;
 }
 
+// Removes every file the tests wrote (one directory per process).
+class TempRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                    ("samba_profiler_test_" + std::to_string(::getpid())),
+                                ec);
+  }
+};
+const auto* const kTempRoot = ::testing::AddGlobalTestEnvironment(new TempRoot);
+
 }  // namespace
 
 TEST(Profiler, NothingIsRecordedWithoutACapture) {
@@ -87,7 +103,8 @@ TEST(Profiler, NothingIsRecordedWithoutACapture) {
   ProfileTrace t = p.stop(id);
   EXPECT_TRUE(t.events.empty()) << "events recorded while profiling was off leaked into a capture";
   EXPECT_TRUE(t.threads.empty());
-  EXPECT_FALSE(p.enabled(ProfileCategory::Samba)) << "stopping the only capture must disable recording";
+  EXPECT_FALSE(p.enabled(ProfileCategory::Samba))
+      << "stopping the only capture must disable recording";
 
   {
     ProfileScope s(p, "after", ProfileCategory::Samba);
@@ -103,8 +120,12 @@ TEST(Profiler, CaptureSeesOnlyItsCategories) {
   auto id = p.start(category_bit(ProfileCategory::Runtime));
   EXPECT_TRUE(p.enabled(ProfileCategory::Runtime));
   EXPECT_FALSE(p.enabled(ProfileCategory::Samba));
-  { ProfileScope s(p, "samba_event", ProfileCategory::Samba); }
-  { ProfileScope s(p, "runtime_event", ProfileCategory::Runtime); }
+  {
+    ProfileScope s(p, "samba_event", ProfileCategory::Samba);
+  }
+  {
+    ProfileScope s(p, "runtime_event", ProfileCategory::Runtime);
+  }
   ProfileTrace t = p.stop(id);
   ASSERT_EQ(t.events.size(), 1u);
   EXPECT_EQ(t.events[0].name, "runtime_event");
@@ -147,14 +168,25 @@ TEST(Profiler, EventsOfAPreviousCaptureDoNotReappear) {
 TEST(Profiler, OverlappingCapturesEachSeeTheirWindow) {
   Profiler p;
   auto outer = p.start(kAllProfileCategories);
-  { ProfileScope s(p, profile_events::kSetPef, ProfileCategory::Samba); }
+  {
+    ProfileScope s(p, profile_events::kSetPef, ProfileCategory::Samba);
+  }
   auto inner = p.start(kRuntimeProfileCategories);
-  { ProfileScope s(p, profile_events::kRun, ProfileCategory::Runtime); }
-  { ProfileScope s(p, "fwd_section", ProfileCategory::Section); }
-  { ProfileScope s(p, profile_events::kSessionRun, ProfileCategory::Samba); }
+  {
+    ProfileScope s(p, profile_events::kRun, ProfileCategory::Runtime);
+  }
+  {
+    ProfileScope s(p, "fwd_section", ProfileCategory::Section);
+  }
+  {
+    ProfileScope s(p, profile_events::kSessionRun, ProfileCategory::Samba);
+  }
   ProfileTrace ti = p.stop(inner);
-  EXPECT_TRUE(p.enabled(ProfileCategory::Runtime)) << "the outer capture still wants every category";
-  { ProfileScope s(p, profile_events::kGetTensors, ProfileCategory::Runtime); }
+  EXPECT_TRUE(p.enabled(ProfileCategory::Runtime))
+      << "the outer capture still wants every category";
+  {
+    ProfileScope s(p, profile_events::kGetTensors, ProfileCategory::Runtime);
+  }
   ProfileTrace to = p.stop(outer);
 
   std::set<std::string_view> inner_names, outer_names;
@@ -162,7 +194,7 @@ TEST(Profiler, OverlappingCapturesEachSeeTheirWindow) {
   for (auto& e : to.events) outer_names.insert(e.name);
   EXPECT_EQ(inner_names, (std::set<std::string_view>{"PyRT_RUN", "fwd_section"}));
   EXPECT_EQ(outer_names, (std::set<std::string_view>{"SAMBA_SET_PEF", "PyRT_RUN", "fwd_section",
-                                                      "SAMBA_SESSION_RUN", "PyRT_GET_TENSORS"}));
+                                                     "SAMBA_SESSION_RUN", "PyRT_GET_TENSORS"}));
   EXPECT_LE(to.start_ns, ti.start_ns);
   EXPECT_GE(to.end_ns, ti.end_ns);
 }
@@ -184,7 +216,8 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
         run.arg("iteration", int64_t{i});
         {
           ProfileScope section(p, "FWD", ProfileCategory::Section);
-          section.arg(profile_events::kArgSectionId, int64_t{t}).arg(profile_events::kArgMicroBatch, int64_t{i % 4});
+          section.arg(profile_events::kArgSectionId, int64_t{t})
+              .arg(profile_events::kArgMicroBatch, int64_t{i % 4});
           {
             ProfileScope k(p, kernel_name, ProfileCategory::Kernel);
             k.arg(profile_events::kArgBytes, 1.5e6);
@@ -210,7 +243,8 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
   std::map<std::string, int> counts;
   bool saw_process_name = false;
   for (const json& e : evs) {
-    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("tid") && e.contains("name")) << e.dump();
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("tid") && e.contains("name"))
+        << e.dump();
     EXPECT_EQ(e["pid"].get<int64_t>(), trace.pid);
     const std::string ph = e["ph"];
     if (ph == "M") {
@@ -228,7 +262,8 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
     EXPECT_GE(e["ts"].get<double>(), 0.0);
     if (ph == "X") {
       ASSERT_TRUE(e.contains("dur"));
-      complete_by_tid[e["tid"].get<int64_t>()].push_back({e["ts"].get<double>(), e["dur"].get<double>()});
+      complete_by_tid[e["tid"].get<int64_t>()].push_back(
+          {e["ts"].get<double>(), e["dur"].get<double>()});
       if (e["name"] == "FWD") {
         EXPECT_EQ(e["cat"], "section");
         EXPECT_TRUE(e["args"].contains("section_id"));
@@ -251,7 +286,8 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
   EXPECT_EQ(counts["micro_batch_done"], kThreads * kIters);
   ASSERT_EQ(complete_by_tid.size(), size_t{kThreads});
   for (auto& [tid, spans] : complete_by_tid) {
-    EXPECT_EQ(thread_names[tid].rfind("worker ", 0), 0u) << "thread " << tid << " is named '" << thread_names[tid] << "'";
+    EXPECT_EQ(thread_names[tid].rfind("worker ", 0), 0u)
+        << "thread " << tid << " is named '" << thread_names[tid] << "'";
     // Stack check: each event must start after the previous one started
     // and, relative to the events still open, either nest inside the
     // innermost or begin after it ended.
@@ -262,11 +298,49 @@ TEST(Profiler, FourThreadsNestedScopesMakeValidChromeJson) {
       last_start = ts;
       while (!open_ends.empty() && ts >= open_ends.back()) open_ends.pop_back();
       if (!open_ends.empty()) {
-        ASSERT_LE(ts + dur, open_ends.back() + 1e-9) << "event at " << ts << " overlaps its parent partly";
+        ASSERT_LE(ts + dur, open_ends.back() + 1e-9)
+            << "event at " << ts << " overlaps its parent partly";
       }
       open_ends.push_back(ts + dur);
     }
   }
+}
+
+// Captures start and stop while other threads record: every trace holds
+// only events of its own window, and nothing is torn.
+TEST(Profiler, CapturesStartAndStopWhileThreadsRecord) {
+  Profiler p;
+  std::atomic<bool> done{false};
+  std::atomic<int> running{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&, t] {
+      int64_t i = 0;
+      running.fetch_add(1);
+      while (!done.load()) {
+        ProfileScope s(p, "loop", t == 0 ? ProfileCategory::Kernel : ProfileCategory::Section);
+        s.arg("i", i++);
+      }
+    });
+  while (running.load() < 3) std::this_thread::yield();
+  size_t total = 0;
+  for (int round = 0; round < 50; ++round) {
+    auto id = p.start(round % 2 ? kAllProfileCategories : category_bit(ProfileCategory::Kernel));
+    spin_ns(100'000);
+    ProfileTrace t = p.stop(id);
+    total += t.events.size();
+    for (const ProfileEvent& e : t.events) {
+      ASSERT_EQ(e.name, "loop");
+      ASSERT_GE(e.start_ns, t.start_ns);
+      ASSERT_LE(e.start_ns, t.end_ns);
+      ASSERT_EQ(e.num_args, 1);
+      ASSERT_EQ(e.args[0].key(), "i");
+      ASSERT_TRUE(round % 2 == 1 || e.category == ProfileCategory::Kernel);
+    }
+  }
+  done = true;
+  for (auto& th : threads) th.join();
+  EXPECT_GT(total, 0u);
 }
 
 TEST(Profiler, JsonTimestampsAreExactAndStringsEscaped) {
@@ -274,15 +348,17 @@ TEST(Profiler, JsonTimestampsAreExactAndStringsEscaped) {
   auto id = p.start();
   const int64_t t0 = Profiler::now_ns();  // inside the capture window
   const std::string_view odd = p.intern(std::string("quote\" slash\\ tab\t nl\n bad\xff end"));
-  const std::array<ProfileArg, 3> args{ProfileArg::integer("n", -42), ProfileArg::text("s", odd),
-                                       ProfileArg::number("inf", std::numeric_limits<double>::infinity())};
+  const std::array<ProfileArg, 3> args{
+      ProfileArg::integer("n", -42), ProfileArg::text("s", odd),
+      ProfileArg::number("inf", std::numeric_limits<double>::infinity())};
   p.record_complete(ProfileCategory::User, odd, t0, t0 + 1'234'567, args);
   ProfileTrace t = p.stop(id);
   ASSERT_EQ(t.events.size(), 1u);
   const std::string text = chrome_trace_json(t);
   EXPECT_NE(text.find("\"dur\":1234.567"), std::string::npos) << text;
   const int64_t rel = t0 - t.start_ns;
-  EXPECT_NE(text.find(fmt::format("\"ts\":{}.{:03}", rel / 1000, rel % 1000)), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("\"ts\":{}.{:03}", rel / 1000, rel % 1000)), std::string::npos)
+      << text;
 
   json j = json::parse(text);
   const json& e = j["traceEvents"].back();
@@ -305,7 +381,9 @@ TEST(Profiler, InternedNamesOutliveTheProfiler) {
     EXPECT_NE(a1.data(), dynamic.data());
     dynamic.assign("overwritten");
     auto id = p.start();
-    { ProfileScope s(p, a1, ProfileCategory::Section); }
+    {
+      ProfileScope s(p, a1, ProfileCategory::Section);
+    }
     t = p.stop(id);
   }
   ASSERT_EQ(t.events.size(), 1u);
@@ -332,7 +410,9 @@ TEST(Profiler, ShortLivedThreadsKeepTheirEvents) {
   std::mutex mu;
   for (int round = 0; round < 10; ++round) {
     std::thread th([&] {
-      { ProfileScope s(p, "short", ProfileCategory::User); }
+      {
+        ProfileScope s(p, "short", ProfileCategory::User);
+      }
       std::lock_guard<std::mutex> lock(mu);
       tids.insert(static_cast<uint32_t>(::gettid()));
     });
@@ -429,7 +509,8 @@ TEST(ProfileFiles, WritesAtomicallyAndReadsBack) {
   write_profile_summary(t, RuntimePerfMode::Summary, summary_path.string());
   EXPECT_EQ(read_text(summary_path), format_profile_summary(t));
   for (auto& entry : std::filesystem::directory_iterator(dir))
-    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << "temporary left: " << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos)
+        << "temporary left: " << entry.path();
 }
 
 TEST(ProfileFiles, UnwritablePathsGiveIoErrorNamingThePath) {
@@ -466,7 +547,8 @@ TEST(ProfileFiles, UnwritablePathsGiveIoErrorNamingThePath) {
 TEST(ProfileFiles, ReadOnlyDirectoryGivesIoError) {
   if (::geteuid() == 0) GTEST_SKIP() << "running as root: directory permissions do not stop writes";
   auto dir = temp_dir("readonly");
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   const std::string path = (dir / "trace.json").string();
   try {
     write_chrome_trace(hand_trace({{"A", 1}}, 10), path);
@@ -511,7 +593,8 @@ TEST(ProfileEvents, SessionRunNameJoinsUpperCasedSectionTypes) {
   EXPECT_EQ(profile_events::session_run_name(types), "SAMBA_SESSION_RUN_FWD_BCKWD_OPT");
   std::vector<std::string> one = {"fwd"};
   EXPECT_EQ(profile_events::session_run_name(one), "SAMBA_SESSION_RUN_FWD");
-  EXPECT_EQ(profile_events::session_run_name(std::span<const std::string_view>{}), "SAMBA_SESSION_RUN");
+  EXPECT_EQ(profile_events::session_run_name(std::span<const std::string_view>{}),
+            "SAMBA_SESSION_RUN");
   EXPECT_EQ(profile_events::kSetPef, "SAMBA_SET_PEF");
   EXPECT_EQ(profile_events::kInitRuntime, "SAMBA_INIT_RUNTIME");
   EXPECT_EQ(profile_events::kGetTensors, "PyRT_GET_TENSORS");
@@ -524,7 +607,8 @@ TEST(SessionProfiles, SambaAndRuntimeProfilesFollowTheSeed) {
   auto dir = temp_dir("session");
   SessionProfiles sp;
   Profiler& p = sp.profiler();
-  EXPECT_TRUE(sp.end_samba_profile("").events.empty()) << "ending a profile that is not running is harmless";
+  EXPECT_TRUE(sp.end_samba_profile("").events.empty())
+      << "ending a profile that is not running is harmless";
   EXPECT_FALSE(sp.end_runtime_profile("").recorded);
 
   // The runtime profile is off unless asked for.
@@ -533,7 +617,9 @@ TEST(SessionProfiles, SambaAndRuntimeProfilesFollowTheSeed) {
 
   sp.start_samba_profile();
   EXPECT_THROW(sp.start_samba_profile(), Error);
-  { ProfileScope s(p, profile_events::kSetPef, ProfileCategory::Samba); }
+  {
+    ProfileScope s(p, profile_events::kSetPef, ProfileCategory::Samba);
+  }
   ASSERT_TRUE(sp.start_runtime_profile(RuntimePerfMode::Summary, true));
   EXPECT_THROW(sp.start_runtime_profile(RuntimePerfMode::Summary, true), Error);
   {
@@ -550,7 +636,8 @@ TEST(SessionProfiles, SambaAndRuntimeProfilesFollowTheSeed) {
   EXPECT_EQ(read_text(log_file), r.summary);
   EXPECT_NE(r.summary.find("PyRT_RUN"), std::string::npos) << r.summary;
   EXPECT_NE(r.summary.find("fwd_0"), std::string::npos) << r.summary;
-  EXPECT_EQ(r.summary.find("SAMBA_SESSION_RUN"), std::string::npos) << "frontend events are not runtime events";
+  EXPECT_EQ(r.summary.find("SAMBA_SESSION_RUN"), std::string::npos)
+      << "frontend events are not runtime events";
 
   const auto trace_file = dir / "samba.json";
   ProfileTrace t = sp.end_samba_profile(trace_file.string());
@@ -560,10 +647,13 @@ TEST(SessionProfiles, SambaAndRuntimeProfilesFollowTheSeed) {
   std::set<std::string> names;
   for (auto& e : j["traceEvents"])
     if (e["ph"] == "X") names.insert(e["name"]);
-  EXPECT_EQ(names, (std::set<std::string>{"SAMBA_SET_PEF", "SAMBA_SESSION_RUN", "PyRT_RUN", "fwd_0"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"SAMBA_SET_PEF", "SAMBA_SESSION_RUN", "PyRT_RUN", "fwd_0"}));
 
   ASSERT_TRUE(sp.start_runtime_profile(RuntimePerfMode::Detailed, false));
-  { ProfileScope k(p, "gemm", ProfileCategory::Kernel); }
+  {
+    ProfileScope k(p, "gemm", ProfileCategory::Kernel);
+  }
   r = sp.end_runtime_profile("");
   EXPECT_FALSE(r.timer_enabled);
   EXPECT_NE(r.summary.find("Events in time order"), std::string::npos);
