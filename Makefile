@@ -6,7 +6,7 @@
 #   make test      build, then run every test (unit, C ABI, install, examples)
 #   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
-#   make demo      build and run examples/c/eager_logreg on the digits data
+#   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
 BUILD      ?= build
@@ -50,11 +50,17 @@ tsan: setup
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# Builds only what the demo needs, so a first `make demo` is quick.
+# Builds only what the demo needs, so a first `make demo` is quick: the
+# ResFFNLogReg app compiled to a PEF (out/resffn_logreg.pef, with its .log)
+# and trained on the emulated device, writing a profile Perfetto opens
+# (out/resffn_logreg.trace.json).
 demo: setup
 	$(MAKE) configure
-	cmake --build $(BUILD) -j $(JOBS) --target eager_logreg
-	$(BUILD)/examples/eager_logreg examples/data/digits.csv.gz
+	cmake --build $(BUILD) -j $(JOBS) --target resffn_logreg
+	@mkdir -p out
+	$(BUILD)/examples/resffn_logreg compile -b 64 -p out/resffn_logreg.pef
+	$(BUILD)/examples/resffn_logreg run -p out/resffn_logreg.pef --epochs 30 \
+	  --checkpoint out/resffn_logreg.ckpt --profile out/resffn_logreg.trace.json --min-accuracy 0.95
 
 bench: setup
 	$(MAKE) configure

@@ -6,6 +6,7 @@
  *   resffn_logreg compile [-b 64] [-mb 0] [--inference] [-p out.pef] [--hidden 128] [--o0]
  *   resffn_logreg run -p out.pef [--epochs 30] [--inference] [--data DIGITS.csv.gz]
  *                     [--checkpoint FILE] [--profile TRACE.json] [--min-accuracy A]
+ *                     [--steps N] [--dump FILE]
  *   resffn_logreg measure-performance -p out.pef [--iterations 200] [--inference]
  *
  * Model (num_features 64, num_classes 10):
@@ -16,6 +17,9 @@
  * the learning rate follows a cosine schedule through run()'s
  * hyperparameters. A training run saves the weights to --checkpoint; an
  * inference run (of a PEF compiled with --inference) loads them from there.
+ * --steps stops training after N steps; --dump writes the initial weights,
+ * and each step's rows, learning rate and loss, as JSON lines, so another
+ * framework can replay the same steps (tests/python/torch_reference.py).
  */
 #include <math.h>
 #include <samba.h>
@@ -42,6 +46,8 @@ typedef struct {
   const char* data;
   const char* checkpoint;
   const char* profile;
+  const char* dump;
+  int max_steps;
   int batch, micro_batch, hidden, epochs, iterations, inference, o0;
   double lr, momentum, weight_decay, min_accuracy;
 } Options;
@@ -98,6 +104,10 @@ static Options parse_options(int argc, char** argv) {
       o.checkpoint = argv[++i];
     } else if (strcmp(a, "--profile") == 0) {
       o.profile = argv[++i];
+    } else if (strcmp(a, "--dump") == 0) {
+      o.dump = argv[++i];
+    } else if (strcmp(a, "--steps") == 0) {
+      o.max_steps = atoi(argv[++i]);
     } else if (strcmp(a, "--lr") == 0) {
       o.lr = atof(argv[++i]);
     } else if (strcmp(a, "--min-accuracy") == 0) {
@@ -106,7 +116,8 @@ static Options parse_options(int argc, char** argv) {
       usage();
     }
   }
-  if (o.batch < 1 || o.hidden < 1 || o.epochs < 1 || o.iterations < 1 || o.micro_batch < 0) usage();
+  if (o.batch < 1 || o.hidden < 1 || o.epochs < 1 || o.iterations < 1 || o.micro_batch < 0 || o.max_steps < 0)
+    usage();
   return o;
 }
 
@@ -259,6 +270,27 @@ static void make_inputs(int batch, samba_tensor** image, samba_tensor** label) {
   check(samba_tensor_set_name(*label, "label"), "name label");
 }
 
+/* ---- replay dump ---------------------------------------------------------------- */
+
+static void dump_tensor(FILE* f, const char* name, samba_tensor* t) {
+  int64_t n = 0, i;
+  float* v;
+  check(samba_tensor_numel(t, &n), "numel");
+  v = digits_xmalloc(sizeof(float) * (size_t)n, PROGRAM);
+  check(samba_tensor_copy_to(t, v, sizeof(float) * (size_t)n), "copy_to");
+  fprintf(f, "{\"param\": \"%s\", \"values\": [", name);
+  for (i = 0; i < n; ++i) fprintf(f, "%s%.9g", i ? ", " : "", v[i]);
+  fprintf(f, "]}\n");
+  free(v);
+}
+
+static void dump_step(FILE* f, const int* rows, int n, double lr, double loss) {
+  int i;
+  fprintf(f, "{\"lr\": %.17g, \"loss\": %.9g, \"rows\": [", lr, loss);
+  for (i = 0; i < n; ++i) fprintf(f, "%s%d", i ? ", " : "", rows[i]);
+  fprintf(f, "]}\n");
+}
+
 /* ---- commands ---------------------------------------------------------------- */
 
 static int cmd_compile(const Options* o) {
@@ -394,7 +426,20 @@ static int cmd_run(const Options* o, int measure) {
     }
     free(lat);
   } else if (!o->inference) {
-    steps = (n_train + o->batch - 1) / o->batch;
+    FILE* dump = NULL;
+    int total_steps = 0;
+    if (o->dump) {
+      int k;
+      dump = fopen(o->dump, "w");
+      if (!dump) {
+        fprintf(stderr, PROGRAM ": cannot write %s\n", o->dump);
+        exit(1);
+      }
+      fprintf(dump, "{\"hidden\": %d, \"batch\": %d, \"momentum\": %.17g, \"weight_decay\": %.17g}\n", o->hidden,
+              o->batch, o->momentum, o->weight_decay);
+      for (k = 0; k < N_PARAMS; ++k) dump_tensor(dump, kParamNames[k], m.p[k]);
+    }
+    steps = n_train / o->batch; /* whole batches: the PEF's batch size is fixed */
     printf("samba %s: training %s on %d digits (%d held out), batch %d, %d epochs\n", samba_version(), o->pef,
            n_train, n_test, o->batch, o->epochs);
     for (epoch = 1; epoch <= o->epochs; ++epoch) {
@@ -413,14 +458,18 @@ static int cmd_run(const Options* o, int measure) {
         check(samba_session_run(s, in, 2, &traced[0], 1, ro, &loss, 1, &n), "run");
         check(samba_tensor_item(loss, &value), "item");
         samba_tensor_release(loss);
+        if (dump) dump_step(dump, train + step * o->batch, o->batch, lr, value);
         loss_sum += value * o->batch;
         seen += o->batch;
         digits_progress(epoch, o->epochs, step + 1, steps, loss_sum / seen,
                         seen / (digits_now_seconds() - t0), 0);
+        if (o->max_steps && ++total_steps >= o->max_steps) break;
       }
       digits_progress(epoch, o->epochs, steps, steps, loss_sum / seen, seen / (digits_now_seconds() - t0),
-                      epoch == o->epochs || epoch % 10 == 0);
+                      epoch == o->epochs || epoch % 10 == 0 || (o->max_steps && total_steps >= o->max_steps));
+      if (o->max_steps && total_steps >= o->max_steps) break;
     }
+    if (dump) fclose(dump);
     check(samba_session_save_checkpoint(s, o->checkpoint, SAMBA_TRANSFER_PARAMETERS), "save checkpoint");
     printf("saved the weights to %s\n", o->checkpoint);
   } else {
