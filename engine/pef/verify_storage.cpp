@@ -76,6 +76,20 @@ void check_alias(const ProgramDesc& p, size_t i, const std::string& label, uint6
             label, t.view_offset, dims_str(t.strides), dims_str(t.shape), base.nbytes, base_label);
 }
 
+// Whether `strides` are the row-major strides of `shape`. Computed with
+// overflow checks: a shape with a zero dim has numel 0 but may still have
+// trailing dims whose product overflows.
+bool is_contiguous(const Dims& shape, const Dims& strides) {
+  if (strides.size() != shape.size()) return false;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (strides[d] != expected) return false;
+    if (d > 0 && __builtin_mul_overflow(expected, std::max<int64_t>(shape[d], 1), &expected))
+      return false;
+  }
+  return true;
+}
+
 void check_owner_storage(const ProgramDesc& p, size_t i, const std::string& label, uint64_t numel,
                          uint64_t bytes) {
   const TensorDesc& t = p.tensors[i];
@@ -84,9 +98,11 @@ void check_owner_storage(const ProgramDesc& p, size_t i, const std::string& labe
             tensor_role_name(t.role));
   if (t.view_offset != 0)
     corrupt("{}: view_offset {} on a tensor that owns its bytes", label, t.view_offset);
-  if (!t.strides.empty() && t.strides != contiguous_strides(t.shape))
-    corrupt("{}: strides {} on a tensor that owns its bytes; they must be empty or contiguous {}",
-            label, dims_str(t.strides), dims_str(contiguous_strides(t.shape)));
+  if (!t.strides.empty() && !is_contiguous(t.shape, t.strides))
+    corrupt(
+        "{}: strides {} on a tensor that owns its bytes; they must be empty or the contiguous "
+        "strides of shape {}",
+        label, dims_str(t.strides), dims_str(t.shape));
   if (t.nbytes != bytes)
     corrupt("{}: nbytes {} but its {} elements of {} take {} bytes", label, t.nbytes, numel,
             dtype_name(t.dtype), bytes);

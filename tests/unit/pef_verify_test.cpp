@@ -123,6 +123,14 @@ std::vector<Mutation> mutations() {
          tensor(p, "h1").shape = {big, big / 1024 * 1024 / 4096};
        },
        "has more elements or bytes than fit in 64 bits"},
+      {"strides of an empty shape that overflow",
+       [=](ProgramDesc& p) {
+         TensorDesc& t = tensor(p, "loss");
+         t.shape = {0, big, big};
+         t.strides = {1, 1, 1};
+         t.nbytes = 0;
+       },
+       "'loss': strides [1, 1, 1] on a tensor that owns its bytes"},
       {"negative dim",
        [](ProgramDesc& p) {
          tensor(p, "h1").shape = {8, -32};
@@ -193,7 +201,7 @@ std::vector<Mutation> mutations() {
        [](ProgramDesc& p) {
          tensor(p, "h1").strides = {1, 8};
        },
-       "must be empty or contiguous [32, 1]"},
+       "must be empty or the contiguous strides of shape [8, 32]"},
       {"blob size mismatch", [](ProgramDesc& p) { p.blobs[0].data.push_back(1); },
        "'gemm1.bias': blob 0 holds 129 bytes, but the tensor has nbytes 128"},
       {"blob and materializer", [](ProgramDesc& p) { tensor(p, "gemm1.bias").materializer = 0; },
