@@ -45,9 +45,10 @@ EncodedBlob encode_blob(std::span<const uint8_t> data, int level) {
   if (data.empty()) return out;
   out.zstd.resize(ZSTD_compressBound(data.size()));
   ZSTD_CCtx* cctx = thread_cctx();
-  size_t n = ZSTD_compressCCtx(cctx, out.zstd.data(), out.zstd.size(), data.data(), data.size(), level);
-  SAMBA_CHECK(!ZSTD_isError(n), Status::Internal, "zstd compression of {} bytes failed: {}", data.size(),
-              ZSTD_getErrorName(n));
+  size_t n =
+      ZSTD_compressCCtx(cctx, out.zstd.data(), out.zstd.size(), data.data(), data.size(), level);
+  SAMBA_CHECK(!ZSTD_isError(n), Status::Internal, "zstd compression of {} bytes failed: {}",
+              data.size(), ZSTD_getErrorName(n));
   if (n >= data.size()) {
     out.zstd = {};
     return out;
@@ -58,14 +59,16 @@ EncodedBlob encode_blob(std::span<const uint8_t> data, int level) {
   return out;
 }
 
-std::vector<uint8_t> decompress_blob(std::span<const uint8_t> frame, uint64_t size, std::string_view what) {
-  SAMBA_CHECK(size <= SIZE_MAX / 2, Status::CorruptFile, "{}: uncompressed size {} is not addressable", what,
-              size);
+std::vector<uint8_t> decompress_blob(std::span<const uint8_t> frame, uint64_t size,
+                                     std::string_view what) {
+  SAMBA_CHECK(size <= SIZE_MAX / 2, Status::CorruptFile,
+              "{}: uncompressed size {} is not addressable", what, size);
   ZSTD_DCtx* dctx = thread_dctx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   // Multiplying the frame size bounds the first buffer by what the file could
   // plausibly hold; zeros and repeats grow it by doubling.
-  uint64_t first = std::min<uint64_t>(size, std::max<uint64_t>(kFirstOutputBytes, frame.size() * 4));
+  uint64_t first =
+      std::min<uint64_t>(size, std::max<uint64_t>(kFirstOutputBytes, frame.size() * 4));
   std::vector<uint8_t> out(static_cast<size_t>(first));
   ZSTD_inBuffer in{frame.data(), frame.size(), 0};
   ZSTD_outBuffer ob{out.data(), out.size(), 0};
@@ -84,14 +87,14 @@ std::vector<uint8_t> decompress_blob(std::span<const uint8_t> frame, uint64_t si
     size_t r = ZSTD_decompressStream(dctx, target, &in);
     SAMBA_CHECK(!ZSTD_isError(r), Status::CorruptFile, "{}: the zstd data is damaged ({})", what,
                 ZSTD_getErrorName(r));
-    SAMBA_CHECK(probe.pos == 0, Status::CorruptFile, "{}: decompresses to more than its declared {} bytes",
-                what, size);
+    SAMBA_CHECK(probe.pos == 0, Status::CorruptFile,
+                "{}: decompresses to more than its declared {} bytes", what, size);
     if (r == 0) break;  // the frame is complete
     SAMBA_CHECK(in.pos != in_before || target->pos != out_before, Status::CorruptFile,
                 "{}: the zstd data ends before its frame does (truncated)", what);
   }
-  SAMBA_CHECK(ob.pos == size, Status::CorruptFile, "{}: decompresses to {} bytes, declared {}", what, ob.pos,
-              size);
+  SAMBA_CHECK(ob.pos == size, Status::CorruptFile, "{}: decompresses to {} bytes, declared {}",
+              what, ob.pos, size);
   SAMBA_CHECK(in.pos == in.size, Status::CorruptFile, "{}: {} bytes follow the zstd frame", what,
               in.size - in.pos);
   return out;

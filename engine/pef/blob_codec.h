@@ -26,6 +26,7 @@ EncodedBlob encode_blob(std::span<const uint8_t> data, int level);
 // that expands further (a zip bomb) or declares a huge size it does not hold
 // is refused after at most `size` bytes of work. Throws CorruptFile, the
 // message starting with `what` ("blob 3").
-std::vector<uint8_t> decompress_blob(std::span<const uint8_t> frame, uint64_t size, std::string_view what);
+std::vector<uint8_t> decompress_blob(std::span<const uint8_t> frame, uint64_t size,
+                                     std::string_view what);
 
 }  // namespace samba::pef

@@ -49,7 +49,8 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) fail(Status::IoError, "cannot open '{}': {}", path, errno_text(errno));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) fail(Status::IoError, "cannot stat '{}': {}", path, errno_text(errno));
+  if (::fstat(fd.get(), &st) != 0)
+    fail(Status::IoError, "cannot stat '{}': {}", path, errno_text(errno));
   SAMBA_CHECK(S_ISREG(st.st_mode), Status::IoError, "cannot read '{}': not a regular file", path);
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t done = 0;

@@ -59,7 +59,8 @@ class LogWriter {
  private:
   std::string tensor(int64_t i) const {
     if (i == -1) return "-";
-    if (i < 0 || static_cast<size_t>(i) >= p_.tensors.size()) return fmt::format("<tensor {} out of range>", i);
+    if (i < 0 || static_cast<size_t>(i) >= p_.tensors.size())
+      return fmt::format("<tensor {} out of range>", i);
     return p_.tensors[static_cast<size_t>(i)].name;
   }
   std::string tensors(const std::vector<int32_t>& list) const {
@@ -69,9 +70,11 @@ class LogWriter {
     return names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", "));
   }
   std::string section_ref(int32_t s) const {
-    if (s < 0 || static_cast<size_t>(s) >= p_.sections.size()) return fmt::format("<section {} out of range>", s);
+    if (s < 0 || static_cast<size_t>(s) >= p_.sections.size())
+      return fmt::format("<section {} out of range>", s);
     const SectionDesc& sd = p_.sections[static_cast<size_t>(s)];
-    return fmt::format("section {} '{}' ({}, id {})", s, sd.name, section_type_name(sd.type), sd.id);
+    return fmt::format("section {} '{}' ({}, id {})", s, sd.name, section_type_name(sd.type),
+                       sd.id);
   }
   void title(std::string_view t) { fmt::format_to(out_, "\n== {} ==\n", t); }
 
@@ -80,24 +83,28 @@ class LogWriter {
     for (const auto& b : p_.blobs) blob_bytes += b.data.size();
     fmt::format_to(out_, "PEF '{}'\n", p_.name);
     fmt::format_to(out_, "format          {}.{}\n", p_.format_major, p_.format_minor);
-    fmt::format_to(out_, "compiler        {}\n", p_.compiler_version.empty() ? "(unknown)" : p_.compiler_version);
+    fmt::format_to(out_, "compiler        {}\n",
+                   p_.compiler_version.empty() ? "(unknown)" : p_.compiler_version);
     fmt::format_to(out_, "opt level       o{}\n", p_.opt_level);
-    fmt::format_to(out_,
-                   "contents        {} graphs, {} sections, {} calls, {} kernels, {} tensors, {} argins, "
-                   "{} blobs ({}), {} materializers\n",
-                   p_.graphs.size(), p_.sections.size(), p_.schedule.size(), p_.kernels.size(), p_.tensors.size(),
-                   p_.argins.size(), p_.blobs.size(), human_bytes(blob_bytes), p_.materializers.size());
+    fmt::format_to(
+        out_,
+        "contents        {} graphs, {} sections, {} calls, {} kernels, {} tensors, {} argins, "
+        "{} blobs ({}), {} materializers\n",
+        p_.graphs.size(), p_.sections.size(), p_.schedule.size(), p_.kernels.size(),
+        p_.tensors.size(), p_.argins.size(), p_.blobs.size(), human_bytes(blob_bytes),
+        p_.materializers.size());
   }
 
   void graphs() {
     title("graphs");
     for (size_t g = 0; g < p_.graphs.size(); ++g) {
       const GraphDesc& gd = p_.graphs[g];
-      fmt::format_to(out_, "graph {} '{}': batch {}, micro-batch {}, mapping {}, {}{}\n", g, gd.name,
-                     gd.batch_size == 0 ? std::string("-") : fmt::format("{}", gd.batch_size),
-                     gd.micro_batch_size == 0 ? std::string("-") : fmt::format("{}", gd.micro_batch_size),
-                     mapping_name(gd.mapping), gd.inference ? "inference" : "training",
-                     gd.grad_accumulation ? ", gradient accumulation" : "");
+      fmt::format_to(
+          out_, "graph {} '{}': batch {}, micro-batch {}, mapping {}, {}{}\n", g, gd.name,
+          gd.batch_size == 0 ? std::string("-") : fmt::format("{}", gd.batch_size),
+          gd.micro_batch_size == 0 ? std::string("-") : fmt::format("{}", gd.micro_batch_size),
+          mapping_name(gd.mapping), gd.inference ? "inference" : "training",
+          gd.grad_accumulation ? ", gradient accumulation" : "");
       fmt::format_to(out_, "  inputs      {}\n", tensors(gd.inputs));
       std::vector<std::string> outs;
       for (size_t i = 0; i < gd.outputs.size(); ++i) {
@@ -105,11 +112,15 @@ class LogWriter {
         outs.push_back(grad >= 0 ? fmt::format("{} (grad {})", tensor(gd.outputs[i]), tensor(grad))
                                  : tensor(gd.outputs[i]));
       }
-      fmt::format_to(out_, "  outputs     {}\n", outs.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(outs, ", ")));
+      fmt::format_to(
+          out_, "  outputs     {}\n",
+          outs.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(outs, ", ")));
       fmt::format_to(out_, "  parameters  {}\n", tensors(gd.parameters));
       std::vector<std::string> secs;
       for (int32_t s : gd.sections) secs.push_back(section_ref(s));
-      fmt::format_to(out_, "  sections    {}\n", secs.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(secs, ", ")));
+      fmt::format_to(
+          out_, "  sections    {}\n",
+          secs.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(secs, ", ")));
       fmt::format_to(out_, "  signature   {} lines\n", gd.signature.size());
       for (const auto& line : gd.signature) fmt::format_to(out_, "    {}\n", line);
     }
@@ -117,13 +128,16 @@ class LogWriter {
 
   void op_line(const OpCall& c) {
     std::vector<std::string> attrs;
-    for (const auto& [n, v] : c.attrs.items()) attrs.push_back(fmt::format("{}={}", n, attr_value_str(v)));
-    fmt::format_to(out_, "      {}({}) -> {}", c.op, tensors(c.inputs), tensors(c.outputs));
+    for (const auto& [n, v] : c.attrs.items())
+      attrs.push_back(fmt::format("{}={}", n, attr_value_str(v)));
+    fmt::format_to(out_, "      {}({}) -> {}", c.op,
+                   c.inputs.empty() ? std::string() : tensors(c.inputs), tensors(c.outputs));
     if (!attrs.empty()) fmt::format_to(out_, "  {}", fmt::join(attrs, " "));
     for (const auto& b : c.bindings) {
       bool ok = b.argin >= 0 && static_cast<size_t>(b.argin) < p_.argins.size();
       fmt::format_to(out_, "  [{} <- argin '{}']", b.attr,
-                     ok ? p_.argins[static_cast<size_t>(b.argin)].name : fmt::format("<{} out of range>", b.argin));
+                     ok ? p_.argins[static_cast<size_t>(b.argin)].name
+                        : fmt::format("<{} out of range>", b.argin));
     }
     fmt::format_to(out_, "\n");
   }
@@ -134,8 +148,8 @@ class LogWriter {
       return;
     }
     const KernelDesc& kd = p_.kernels[static_cast<size_t>(k)];
-    fmt::format_to(out_, "  kernel {} '{}' {}, {} ops, {} FLOPs, {} bytes\n", k, kd.name, fusion_name(kd.fusion),
-                   kd.ops.size(), si(kd.flops), si(kd.bytes));
+    fmt::format_to(out_, "  kernel {} '{}' {}, {} ops, {} FLOPs, {} bytes\n", k, kd.name,
+                   fusion_name(kd.fusion), kd.ops.size(), si(kd.flops), si(kd.bytes));
     for (const auto& c : kd.ops) op_line(c);
   }
 
@@ -151,9 +165,10 @@ class LogWriter {
           bytes += p_.kernels[static_cast<size_t>(k)].bytes;
           placed[static_cast<size_t>(k)] = true;
         }
-      fmt::format_to(out_, "section {} '{}' id {} type {} graph {}{}: {} kernels, {} FLOPs, {} bytes\n", s, sd.name,
-                     sd.id, section_type_name(sd.type), sd.graph, sd.micro_batched ? " micro-batched" : "",
-                     sd.kernels.size(), si(flops), si(bytes));
+      fmt::format_to(
+          out_, "section {} '{}' id {} type {} graph {}{}: {} kernels, {} FLOPs, {} bytes\n", s,
+          sd.name, sd.id, section_type_name(sd.type), sd.graph,
+          sd.micro_batched ? " micro-batched" : "", sd.kernels.size(), si(flops), si(bytes));
       fmt::format_to(out_, "  reads   {}\n  writes  {}\n", tensors(sd.reads), tensors(sd.writes));
       for (int32_t k : sd.kernels) kernel_lines(k);
     }
@@ -166,7 +181,8 @@ class LogWriter {
 
   void schedule() {
     title("schedule");
-    for (const auto& c : p_.schedule) fmt::format_to(out_, "call {} -> {}\n", c.id, section_ref(c.section));
+    for (const auto& c : p_.schedule)
+      fmt::format_to(out_, "call {} -> {}\n", c.id, section_ref(c.section));
   }
 
   void argins() {
@@ -185,28 +201,34 @@ class LogWriter {
     };
     std::vector<Row> rows;
     rows.reserve(p_.tensors.size() + 1);
-    rows.push_back({{"#", "name", "role", "dtype", "shape", "mem", "offset", "nbytes", "region", "notes"}});
+    rows.push_back(
+        {{"#", "name", "role", "dtype", "shape", "memory", "offset", "nbytes", "region", "notes"}});
     for (size_t i = 0; i < p_.tensors.size(); ++i) {
       const TensorDesc& t = p_.tensors[i];
       std::vector<std::string> notes;
       if (t.role == TensorRole::Alias)
-        notes.push_back(fmt::format("alias of {} strides {} offset {}", tensor(t.alias_of), dims_str(t.strides),
-                                    t.view_offset));
+        notes.push_back(fmt::format("alias of {} strides {} offset {}", tensor(t.alias_of),
+                                    dims_str(t.strides), t.view_offset));
       if (t.blob >= 0) notes.push_back(fmt::format("blob {}", t.blob));
       if (t.materializer >= 0) {
         bool ok = static_cast<size_t>(t.materializer) < p_.materializers.size();
-        notes.push_back(fmt::format("materializer {} '{}'", t.materializer,
-                                    ok ? p_.materializers[static_cast<size_t>(t.materializer)].kind : "?"));
+        notes.push_back(
+            fmt::format("materializer {} '{}'", t.materializer,
+                        ok ? p_.materializers[static_cast<size_t>(t.materializer)].kind : "?"));
       }
       if (t.grad >= 0) notes.push_back(fmt::format("grad {}", tensor(t.grad)));
       if (!t.owner.empty()) notes.push_back(fmt::format("owner {}", t.owner));
       if (t.batch_dim >= 0) notes.push_back(fmt::format("batch dim {}", t.batch_dim));
       if (t.requires_grad) notes.push_back("requires grad");
       bool alias = t.role == TensorRole::Alias;
-      rows.push_back({{fmt::format("{}", i), t.name, std::string(tensor_role_name(t.role)),
-                       std::string(safe_dtype_name(t.dtype)), dims_str(t.shape), std::string(mem_type_name(t.mem)),
-                       alias ? "-" : fmt::format("{}", t.arena_offset), alias ? "-" : fmt::format("{}", t.nbytes),
-                       t.region.empty() ? "-" : t.region, fmt::format("{}", fmt::join(notes, "; "))}});
+      rows.push_back(
+          {{fmt::format("{}", i), t.name, std::string(tensor_role_name(t.role)),
+            std::string(safe_dtype_name(t.dtype)), dims_str(t.shape),
+            alias ? std::string("-")
+                  : fmt::format("{} {}", mem_type_name(t.mem), in_activation_area(t.role) ? "act" : "state"),
+            alias ? "-" : fmt::format("{}", t.arena_offset),
+            alias ? "-" : fmt::format("{}", t.nbytes), t.region.empty() ? "-" : t.region,
+            fmt::format("{}", fmt::join(notes, "; "))}});
     }
     size_t width[10] = {};
     for (const Row& r : rows)
@@ -240,7 +262,8 @@ class LogWriter {
                    human_bytes(p_.memory.lower_bound_bytes));
     if (p_.memory.lower_bound_bytes > 0)
       fmt::format_to(out_, ", peak is {:.2f}x of it",
-                     static_cast<double>(p_.memory.peak_bytes) / static_cast<double>(p_.memory.lower_bound_bytes));
+                     static_cast<double>(p_.memory.peak_bytes) /
+                         static_cast<double>(p_.memory.lower_bound_bytes));
     fmt::format_to(out_, "\n");
   }
 

@@ -19,10 +19,10 @@ std::string_view name_in(const std::array<std::string_view, N>& names, size_t i)
 
 constexpr std::array<std::string_view, 3> kMemTypeNames = {"DDR", "HBM", "HOST"};
 constexpr std::array<std::string_view, 10> kRoleNames = {
-    "input",    "output",     "parameter", "buffer",       "gradient",
-    "optimizer_state", "output_grad", "constant", "intermediate", "alias"};
-constexpr std::array<std::string_view, 6> kSectionTypeNames = {"FWD", "BCKWD", "GRADNORM",
-                                                                "OPT", "ZEROGRAD", "REDUCE"};
+    "input",           "output",      "parameter", "buffer",       "gradient",
+    "optimizer_state", "output_grad", "constant",  "intermediate", "alias"};
+constexpr std::array<std::string_view, 6> kSectionTypeNames = {"FWD", "BCKWD",    "GRADNORM",
+                                                               "OPT", "ZEROGRAD", "REDUCE"};
 constexpr std::array<std::string_view, 3> kArginKindNames = {"hyperparam", "dropout_rate",
                                                              "dropout_seed"};
 constexpr std::array<std::string_view, 2> kMappingNames = {"section", "spatial"};
@@ -30,7 +30,8 @@ constexpr std::array<std::string_view, 2> kMappingNames = {"section", "spatial"}
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
       return false;
   return true;
 }
@@ -42,11 +43,15 @@ bool in_activation_area(TensorRole r) {
 }
 
 std::string_view mem_type_name(MemType m) { return name_in(kMemTypeNames, static_cast<size_t>(m)); }
-std::string_view tensor_role_name(TensorRole r) { return name_in(kRoleNames, static_cast<size_t>(r)); }
+std::string_view tensor_role_name(TensorRole r) {
+  return name_in(kRoleNames, static_cast<size_t>(r));
+}
 std::string_view section_type_name(SectionType t) {
   return name_in(kSectionTypeNames, static_cast<size_t>(t));
 }
-std::string_view argin_kind_name(ArginKind k) { return name_in(kArginKindNames, static_cast<size_t>(k)); }
+std::string_view argin_kind_name(ArginKind k) {
+  return name_in(kArginKindNames, static_cast<size_t>(k));
+}
 std::string_view mapping_name(Mapping m) { return name_in(kMappingNames, static_cast<size_t>(m)); }
 
 SectionType section_type_from_name(std::string_view name) {

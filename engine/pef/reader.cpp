@@ -25,20 +25,23 @@ constexpr size_t kHeaderBytes = sizeof(flatbuffers::uoffset_t) + flatbuffers::kF
 
 std::string printable(std::span<const uint8_t> bytes) {
   std::string s;
-  for (uint8_t c : bytes) s += (c >= 0x20 && c < 0x7f) ? fmt::format("{}", char(c)) : fmt::format("\\x{:02x}", c);
+  for (uint8_t c : bytes)
+    s += (c >= 0x20 && c < 0x7f) ? fmt::format("{}", char(c)) : fmt::format("\\x{:02x}", c);
   return s;
 }
 
 void check_header(std::span<const uint8_t> bytes) {
   SAMBA_CHECK(bytes.size() >= kHeaderBytes, Status::CorruptFile,
-              "not a PEF file: {} bytes, fewer than the {} of a PEF header", bytes.size(), kHeaderBytes);
+              "not a PEF file: {} bytes, fewer than the {} of a PEF header", bytes.size(),
+              kHeaderBytes);
   SAMBA_CHECK(bytes.size() < FLATBUFFERS_MAX_BUFFER_SIZE, Status::CorruptFile,
               "not a PEF file: {} bytes, more than the {} a PEF can hold", bytes.size(),
               uint64_t{FLATBUFFERS_MAX_BUFFER_SIZE});
-  SAMBA_CHECK(fb::ProgramBufferHasIdentifier(bytes.data()), Status::CorruptFile,
-              "not a PEF file: file identifier '{}', expected '{}'",
-              printable(bytes.subspan(sizeof(flatbuffers::uoffset_t), flatbuffers::kFileIdentifierLength)),
-              fb::ProgramIdentifier());
+  SAMBA_CHECK(
+      fb::ProgramBufferHasIdentifier(bytes.data()), Status::CorruptFile,
+      "not a PEF file: file identifier '{}', expected '{}'",
+      printable(bytes.subspan(sizeof(flatbuffers::uoffset_t), flatbuffers::kFileIdentifierLength)),
+      fb::ProgramIdentifier());
 }
 
 PefVersion read_version(std::span<const uint8_t> bytes) {
@@ -47,11 +50,13 @@ PefVersion read_version(std::span<const uint8_t> bytes) {
   flatbuffers::uoffset_t root = v.VerifyOffset(0);
   // Program derives privately from flatbuffers::Table; generated code reads a
   // root the same way, through the table it is laid out as.
-  const auto* table = root ? reinterpret_cast<const flatbuffers::Table*>(bytes.data() + root) : nullptr;
+  const auto* table =
+      root ? reinterpret_cast<const flatbuffers::Table*>(bytes.data() + root) : nullptr;
   SAMBA_CHECK(table && table->VerifyTableStart(v) &&
                   table->VerifyField<uint32_t>(v, fb::Program::VT_FORMAT_MAJOR, sizeof(uint32_t)) &&
                   table->VerifyField<uint32_t>(v, fb::Program::VT_FORMAT_MINOR, sizeof(uint32_t)),
-              Status::CorruptFile, "corrupt PEF: the root table holding the format version is damaged");
+              Status::CorruptFile,
+              "corrupt PEF: the root table holding the format version is damaged");
   return {table->GetField<uint32_t>(fb::Program::VT_FORMAT_MAJOR, 0),
           table->GetField<uint32_t>(fb::Program::VT_FORMAT_MINOR, 0)};
 }
@@ -66,15 +71,21 @@ std::vector<T> scalars(const FbVector<T>* v) {
 
 Fusion from_fb(fb::Fusion f, const std::string& where) {
   switch (f) {
-    case fb::Fusion::Elementwise: return Fusion::Elementwise;
-    case fb::Fusion::Reduction: return Fusion::Reduction;
-    case fb::Fusion::Contraction: return Fusion::Contraction;
-    case fb::Fusion::View: return Fusion::View;
-    case fb::Fusion::Creation: return Fusion::Creation;
-    case fb::Fusion::Opaque: return Fusion::Opaque;
+    case fb::Fusion::Elementwise:
+      return Fusion::Elementwise;
+    case fb::Fusion::Reduction:
+      return Fusion::Reduction;
+    case fb::Fusion::Contraction:
+      return Fusion::Contraction;
+    case fb::Fusion::View:
+      return Fusion::View;
+    case fb::Fusion::Creation:
+      return Fusion::Creation;
+    case fb::Fusion::Opaque:
+      return Fusion::Opaque;
   }
-  fail(Status::CorruptFile, "{}: fusion code {} is not a fusion class (0..{})", where, static_cast<int>(f),
-       static_cast<int>(fb::Fusion::MAX));
+  fail(Status::CorruptFile, "{}: fusion code {} is not a fusion class (0..{})", where,
+       static_cast<int>(f), static_cast<int>(fb::Fusion::MAX));
 }
 
 // Attribute values: the union tag says which table holds the value.
@@ -83,7 +94,8 @@ AttrValue value(fb::Value type, const void* h, const std::string& what) {
     fail(Status::CorruptFile, "{}: value of kind {} has no data", what, fb::EnumNameValue(type));
   };
   switch (type) {
-    case fb::Value::NONE: return std::monostate{};
+    case fb::Value::NONE:
+      return std::monostate{};
     case fb::Value::IntValue: {
       const auto* v = static_cast<const fb::IntValue*>(h);
       return v ? AttrValue(int64_t{v->value()}) : missing();
@@ -124,7 +136,8 @@ Attrs attrs(const FbTables<fb::Attr>* v, const std::string& what) {
     const fb::Attr* a = v->Get(i);
     std::string name = str(a->name());
     // Attrs::set would merge a repeated name; a file must not repeat one.
-    SAMBA_CHECK(!out.find(name), Status::CorruptFile, "{}: attribute '{}' appears twice", what, name);
+    SAMBA_CHECK(!out.find(name), Status::CorruptFile, "{}: attribute '{}' appears twice", what,
+                name);
     out.set(name, value(a->value_type(), a->value(), fmt::format("{} attribute '{}'", what, name)));
   }
   return out;
@@ -215,11 +228,12 @@ GraphDesc graph(const fb::Graph& g) {
 void check_blob_sizes(const ProgramDesc& p, const FbTables<fb::Blob>& blobs) {
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDesc& t = p.tensors[i];
-    if (t.blob < 0 || static_cast<size_t>(t.blob) >= blobs.size()) continue;  // verify_program reports it
+    if (t.blob < 0 || static_cast<size_t>(t.blob) >= blobs.size())
+      continue;  // verify_program reports it
     uint64_t size = blobs.Get(t.blob)->uncompressed_size();
     SAMBA_CHECK(size == t.nbytes, Status::CorruptFile,
-                "tensor {} '{}': blob {} holds {} bytes, but the tensor has nbytes {}", i, t.name, t.blob, size,
-                t.nbytes);
+                "tensor {} '{}': blob {} holds {} bytes, but the tensor has nbytes {}", i, t.name,
+                t.blob, size, t.nbytes);
   }
 }
 
@@ -240,13 +254,13 @@ std::vector<uint8_t> blob_bytes(const fb::Blob& b, size_t index) {
       data = decompress_blob(stored, size, what);
       break;
     default:
-      fail(Status::CorruptFile, "{}: compression code {} is not one this runtime knows (0..{})", what,
-           static_cast<int>(b.compression()), static_cast<int>(fb::Compression::MAX));
+      fail(Status::CorruptFile, "{}: compression code {} is not one this runtime knows (0..{})",
+           what, static_cast<int>(b.compression()), static_cast<int>(fb::Compression::MAX));
   }
   uint64_t sum = blob_checksum(data);
   SAMBA_CHECK(sum == b.checksum(), Status::CorruptFile,
-              "{}: checksum mismatch: the {} bytes hash to {:016x}, the file says {:016x}", what, data.size(), sum,
-              b.checksum());
+              "{}: checksum mismatch: the {} bytes hash to {:016x}, the file says {:016x}", what,
+              data.size(), sum, b.checksum());
   return data;
 }
 
@@ -259,19 +273,23 @@ std::vector<BlobDesc> blobs(const FbTables<fb::Blob>& v) {
   uint64_t total = 0;
   for (const fb::Blob* b : v) total += b->data() ? b->data()->size() : 0;
   constexpr uint64_t kWorthThreads = 1u << 20;
-  parallel_for(static_cast<int64_t>(v.size()), total < kWorthThreads ? INT64_MAX : 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      try {
-        out[i].data = blob_bytes(*v.Get(static_cast<flatbuffers::uoffset_t>(i)), static_cast<size_t>(i));
-      } catch (const Error& err) {
-        errors[i] = err;
-      } catch (const std::bad_alloc&) {
-        errors[i] = Error(Status::OutOfMemory,
-                          fmt::format("blob {}: cannot allocate its {} bytes", i,
-                                      v.Get(static_cast<flatbuffers::uoffset_t>(i))->uncompressed_size()));
-      }
-    }
-  });
+  parallel_for(
+      static_cast<int64_t>(v.size()), total < kWorthThreads ? INT64_MAX : 1,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          try {
+            out[i].data =
+                blob_bytes(*v.Get(static_cast<flatbuffers::uoffset_t>(i)), static_cast<size_t>(i));
+          } catch (const Error& err) {
+            errors[i] = err;
+          } catch (const std::bad_alloc&) {
+            errors[i] = Error(
+                Status::OutOfMemory,
+                fmt::format("blob {}: cannot allocate its {} bytes", i,
+                            v.Get(static_cast<flatbuffers::uoffset_t>(i))->uncompressed_size()));
+          }
+        }
+      });
   for (auto& e : errors)
     if (e) throw *e;
   return out;
@@ -290,7 +308,8 @@ ProgramDesc convert(const fb::Program& root) {
   }
   if (const auto* v = root.kernels()) {
     p.kernels.reserve(v->size());
-    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) p.kernels.push_back(kernel(*v->Get(i), i));
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i)
+      p.kernels.push_back(kernel(*v->Get(i), i));
   }
   if (const auto* v = root.sections())
     for (const fb::Section* s : *v) p.sections.push_back(section(*s));
@@ -362,7 +381,8 @@ ProgramDesc parse_pef(std::span<const uint8_t> bytes) {
   }
   PefVersion version = read_version(bytes);
   SAMBA_CHECK(version.major == kFormatMajor, Status::VersionMismatch,
-              "file has PEF format {}.{}; this runtime reads {}.x", version.major, version.minor, kFormatMajor);
+              "file has PEF format {}.{}; this runtime reads {}.x", version.major, version.minor,
+              kFormatMajor);
 
   flatbuffers::Verifier::Options opts;
   opts.max_depth = 32;
@@ -371,10 +391,11 @@ ProgramDesc parse_pef(std::span<const uint8_t> bytes) {
   // over, which would make verifying cost far more than the file's size.
   opts.max_tables = static_cast<flatbuffers::uoffset_t>(bytes.size() / 4 + 64);
   flatbuffers::Verifier verifier(bytes.data(), bytes.size(), opts);
-  SAMBA_CHECK(fb::VerifyProgramBuffer(verifier), Status::CorruptFile,
-              "corrupt PEF: the FlatBuffers structure is damaged (an offset, size or nesting outside the "
-              "{}-byte file)",
-              bytes.size());
+  SAMBA_CHECK(
+      fb::VerifyProgramBuffer(verifier), Status::CorruptFile,
+      "corrupt PEF: the FlatBuffers structure is damaged (an offset, size or nesting outside the "
+      "{}-byte file)",
+      bytes.size());
 
   ProgramDesc program = convert(*fb::GetProgram(bytes.data()));
   verify_program(program);

@@ -13,8 +13,8 @@ std::string tensor_label(const ProgramDesc& p, int64_t i) {
   return fmt::format("tensor {} '{}'", i, p.tensors[static_cast<size_t>(i)].name);
 }
 
-void check_index(int64_t index, size_t count, bool allow_none, std::string_view where, std::string_view field,
-                 std::string_view items) {
+void check_index(int64_t index, size_t count, bool allow_none, std::string_view where,
+                 std::string_view field, std::string_view items) {
   if (index >= 0 && static_cast<uint64_t>(index) < count) return;
   if (allow_none && index == -1) return;
   corrupt("{}: {} {} is out of range (the program has {} {}{})", where, field, index, count, items,
@@ -24,7 +24,8 @@ void check_index(int64_t index, size_t count, bool allow_none, std::string_view 
 void check_attr_value(const AttrValue& v, std::string_view where) {
   if (const auto* d = std::get_if<DType>(&v))
     if (!is_valid_dtype(static_cast<int32_t>(*d)))
-      corrupt("{}: dtype code {} is not a dtype (0..{})", where, static_cast<int32_t>(*d), kNumDTypes - 1);
+      corrupt("{}: dtype code {} is not a dtype (0..{})", where, static_cast<int32_t>(*d),
+              kNumDTypes - 1);
 }
 
 namespace {
@@ -48,7 +49,8 @@ void verify_materializers(const ProgramDesc& p) {
     for (const auto& [name, value] : m.params.items()) {
       if (name.empty()) corrupt("{}: a parameter has an empty name", where);
       if (!names.insert(name).second) corrupt("{}: parameter '{}' appears twice", where, name);
-      if (std::holds_alternative<std::monostate>(value)) corrupt("{}: parameter '{}' has no value", where, name);
+      if (std::holds_alternative<std::monostate>(value))
+        corrupt("{}: parameter '{}' has no value", where, name);
       check_attr_value(value, fmt::format("{} parameter '{}'", where, name));
     }
     check_materializer_kind(m, where);
@@ -60,10 +62,11 @@ void verify_materializers(const ProgramDesc& p) {
 void verify_program(const ProgramDesc& p) {
   using namespace verify_detail;
   if (p.format_major != kFormatMajor)
-    fail(Status::VersionMismatch, "program has PEF format {}.{}; this runtime reads {}.x", p.format_major,
-         p.format_minor, kFormatMajor);
+    fail(Status::VersionMismatch, "program has PEF format {}.{}; this runtime reads {}.x",
+         p.format_major, p.format_minor, kFormatMajor);
   if (p.name.empty()) corrupt("program: name is empty");
-  if (p.opt_level < 0 || p.opt_level > 3) corrupt("program '{}': opt_level {} is not 0..3", p.name, p.opt_level);
+  if (p.opt_level < 0 || p.opt_level > 3)
+    corrupt("program '{}': opt_level {} is not 0..3", p.name, p.opt_level);
   verify_tensors(p);
   verify_materializers(p);
   verify_argins(p);

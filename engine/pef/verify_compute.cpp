@@ -14,15 +14,18 @@ struct AccessMarks {
   explicit AccessMarks(size_t tensors) : read(tensors, 0), write(tensors, 0) {}
 };
 
-void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b, const std::string& where) {
+void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b,
+                   const std::string& where) {
   const AttrSpec* spec = def.find_attr(b.attr);
   if (!spec)
-    corrupt("{}: binding names attribute '{}', which op '{}' does not have", where, b.attr, def.name);
-  check_index(b.argin, p.argins.size(), false, where, fmt::format("binding of '{}' to argin", b.attr), "argins");
+    corrupt("{}: binding names attribute '{}', which op '{}' does not have", where, b.attr,
+            def.name);
+  check_index(b.argin, p.argins.size(), false, where,
+              fmt::format("binding of '{}' to argin", b.attr), "argins");
   const ArginDesc& a = p.argins[static_cast<size_t>(b.argin)];
   bool int_default = std::holds_alternative<int64_t>(a.default_value);
-  bool fits = spec->type == AttrType::Float || ((spec->type == AttrType::Int || spec->type == AttrType::Bool) &&
-                                                int_default);
+  bool fits = spec->type == AttrType::Float ||
+              ((spec->type == AttrType::Int || spec->type == AttrType::Bool) && int_default);
   if (!fits)
     corrupt("{}: attribute '{}' ({}) cannot take argin {} '{}' (default {})", where, b.attr,
             attr_type_name(spec->type), b.argin, a.name, attr_value_str(a.default_value));
@@ -30,8 +33,8 @@ void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b
 
 // Input and output counts against the schema, and each tensor against the
 // kernel's declared reads and writes.
-void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c, const AccessMarks& marks,
-                      int64_t stamp, const std::string& where) {
+void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c,
+                      const AccessMarks& marks, int64_t stamp, const std::string& where) {
   size_t fixed = def.inputs.size();
   bool variadic = !def.inputs.empty() && def.inputs.back().variadic;
   if (variadic) --fixed;
@@ -39,7 +42,8 @@ void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c, c
   for (size_t i = 0; i < fixed; ++i)
     if (!def.inputs[i].optional) required = i + 1;
   if (c.inputs.size() < required || (!variadic && c.inputs.size() > fixed))
-    corrupt("{}: {} inputs, but the op takes {}{}: {}", where, c.inputs.size(), variadic ? "at least " : "",
+    corrupt("{}: {} inputs, but the op takes {}{}: {}", where, c.inputs.size(),
+            variadic ? "at least " : "",
             variadic || required == fixed ? fmt::format("{}", variadic ? required : fixed)
                                           : fmt::format("{} to {}", required, fixed),
             def.signature());
@@ -59,13 +63,14 @@ void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c, c
   bool variadic_out = !def.outputs.empty() && def.outputs.back().variadic;
   size_t fixed_out = def.outputs.size() - (variadic_out ? 1 : 0);
   if (variadic_out ? c.outputs.size() < fixed_out : c.outputs.size() != fixed_out)
-    corrupt("{}: {} outputs, but the op gives {}{}", where, c.outputs.size(), variadic_out ? "at least " : "",
-            fixed_out);
+    corrupt("{}: {} outputs, but the op gives {}{}", where, c.outputs.size(),
+            variadic_out ? "at least " : "", fixed_out);
   for (size_t i = 0; i < c.outputs.size(); ++i) {
     std::string field = fmt::format("output {}", i);
     check_index(c.outputs[i], p.tensors.size(), false, where, field, "tensors");
     if (marks.write[static_cast<size_t>(c.outputs[i])] != stamp)
-      corrupt("{}: {} {} is missing from the kernel's writes", where, field, tensor_label(p, c.outputs[i]));
+      corrupt("{}: {} {} is missing from the kernel's writes", where, field,
+              tensor_label(p, c.outputs[i]));
   }
 }
 
@@ -81,7 +86,8 @@ void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& mar
     corrupt("{}: unknown op '{}'", where, c.op);
   }
   check_op_tensors(p, *def, c, marks, stamp, where);
-  for (const auto& [name, v] : c.attrs.items()) check_attr_value(v, fmt::format("{} attribute '{}'", where, name));
+  for (const auto& [name, v] : c.attrs.items())
+    check_attr_value(v, fmt::format("{} attribute '{}'", where, name));
   try {
     def->resolve(c.attrs);
   } catch (const Error& e) {
@@ -98,20 +104,24 @@ void verify_kernels(const ProgramDesc& p) {
     const KernelDesc& kd = p.kernels[k];
     if (kd.name.empty()) corrupt("kernel {}: name is empty", k);
     std::string label = fmt::format("kernel {} '{}'", k, kd.name);
-    if (static_cast<int>(kd.fusion) < 0 || static_cast<int>(kd.fusion) > static_cast<int>(Fusion::Opaque))
+    if (static_cast<int>(kd.fusion) < 0 ||
+        static_cast<int>(kd.fusion) > static_cast<int>(Fusion::Opaque))
       corrupt("{}: fusion code {} is not a fusion class", label, static_cast<int>(kd.fusion));
     if (kd.ops.empty()) corrupt("{}: has no ops", label);
     int64_t stamp = static_cast<int64_t>(k) + 1;
     for (size_t i = 0; i < kd.reads.size(); ++i) {
-      check_index(kd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i), "tensors");
+      check_index(kd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i),
+                  "tensors");
       marks.read[static_cast<size_t>(kd.reads[i])] = stamp;
     }
     for (size_t i = 0; i < kd.writes.size(); ++i) {
-      check_index(kd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i), "tensors");
+      check_index(kd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
+                  "tensors");
       marks.write[static_cast<size_t>(kd.writes[i])] = stamp;
     }
     for (size_t o = 0; o < kd.ops.size(); ++o)
-      check_op_call(p, kd.ops[o], marks, stamp, fmt::format("{} op {} '{}'", label, o, kd.ops[o].op));
+      check_op_call(p, kd.ops[o], marks, stamp,
+                    fmt::format("{} op {} '{}'", label, o, kd.ops[o].op));
   }
 }
 
@@ -124,15 +134,18 @@ void verify_argins(const ProgramDesc& p) {
     auto [it, fresh] = names.emplace(a.name, i);
     if (!fresh) corrupt("{}: name already used by argin {}", label, it->second);
     if (static_cast<int>(a.kind) >= kNumArginKinds)
-      corrupt("{}: kind code {} is not an argin kind (0..{})", label, static_cast<int>(a.kind), kNumArginKinds - 1);
+      corrupt("{}: kind code {} is not an argin kind (0..{})", label, static_cast<int>(a.kind),
+              kNumArginKinds - 1);
     bool is_int = std::holds_alternative<int64_t>(a.default_value);
     bool is_float = std::holds_alternative<double>(a.default_value);
     if (!is_int && !is_float)
       corrupt("{}: default {} is not an int or a float", label, attr_value_str(a.default_value));
     if (a.kind == ArginKind::DropoutSeed && !is_int)
-      corrupt("{}: a dropout seed needs an int default, got {}", label, attr_value_str(a.default_value));
+      corrupt("{}: a dropout seed needs an int default, got {}", label,
+              attr_value_str(a.default_value));
     if (a.kind == ArginKind::DropoutRate && !is_float)
-      corrupt("{}: a dropout rate needs a float default, got {}", label, attr_value_str(a.default_value));
+      corrupt("{}: a dropout rate needs a float default, got {}", label,
+              attr_value_str(a.default_value));
   }
 }
 
@@ -148,11 +161,14 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
               kNumSectionTypes - 1);
     check_index(sd.graph, p.graphs.size(), false, label, "graph", "graphs");
     for (size_t i = 0; i < sd.kernels.size(); ++i)
-      check_index(sd.kernels[i], p.kernels.size(), false, label, fmt::format("kernels[{}]", i), "kernels");
+      check_index(sd.kernels[i], p.kernels.size(), false, label, fmt::format("kernels[{}]", i),
+                  "kernels");
     for (size_t i = 0; i < sd.reads.size(); ++i)
-      check_index(sd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i), "tensors");
+      check_index(sd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i),
+                  "tensors");
     for (size_t i = 0; i < sd.writes.size(); ++i)
-      check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i), "tensors");
+      check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
+                  "tensors");
   }
   std::unordered_map<int32_t, size_t> calls;
   for (size_t c = 0; c < p.schedule.size(); ++c) {
@@ -171,16 +187,16 @@ void verify_graphs(const ProgramDesc& p) {
     std::string label = fmt::format("graph {} '{}'", g, gd.name);
     auto [it, fresh] = names.emplace(gd.name, g);
     if (!fresh) corrupt("{}: name already used by graph {}", label, it->second);
-    auto check_tensors = [&](const std::vector<int32_t>& list, std::string_view field, TensorRole role,
-                             bool allow_none) {
+    auto check_tensors = [&](const std::vector<int32_t>& list, std::string_view field,
+                             TensorRole role, bool allow_none) {
       for (size_t i = 0; i < list.size(); ++i) {
         std::string f = fmt::format("{}[{}]", field, i);
         check_index(list[i], p.tensors.size(), allow_none, label, f, "tensors");
         if (list[i] < 0) continue;
         TensorRole actual = p.tensors[static_cast<size_t>(list[i])].role;
         if (actual != role)
-          corrupt("{}: {} is {}, a {}, not a {}", label, f, tensor_label(p, list[i]), tensor_role_name(actual),
-                  tensor_role_name(role));
+          corrupt("{}: {} is {}, a {}, not a {}", label, f, tensor_label(p, list[i]),
+                  tensor_role_name(actual), tensor_role_name(role));
       }
     };
     check_tensors(gd.inputs, "inputs", TensorRole::Input, false);
@@ -195,13 +211,15 @@ void verify_graphs(const ProgramDesc& p) {
       check_index(gd.sections[i], p.sections.size(), false, label, f, "sections");
       const SectionDesc& s = p.sections[static_cast<size_t>(gd.sections[i])];
       if (s.graph != static_cast<int32_t>(g))
-        corrupt("{}: {} is section {} '{}', which belongs to graph {}", label, f, gd.sections[i], s.name, s.graph);
+        corrupt("{}: {} is section {} '{}', which belongs to graph {}", label, f, gd.sections[i],
+                s.name, s.graph);
     }
     if (gd.batch_size < 0 || gd.micro_batch_size < 0)
-      corrupt("{}: batch_size {} and micro_batch_size {} must not be negative", label, gd.batch_size,
-              gd.micro_batch_size);
+      corrupt("{}: batch_size {} and micro_batch_size {} must not be negative", label,
+              gd.batch_size, gd.micro_batch_size);
     if (gd.batch_size > 0 && gd.micro_batch_size > gd.batch_size)
-      corrupt("{}: micro_batch_size {} exceeds batch_size {}", label, gd.micro_batch_size, gd.batch_size);
+      corrupt("{}: micro_batch_size {} exceeds batch_size {}", label, gd.micro_batch_size,
+              gd.batch_size);
     if (static_cast<int>(gd.mapping) >= kNumMappings)
       corrupt("{}: mapping code {} is not a mapping (0..{})", label, static_cast<int>(gd.mapping),
               kNumMappings - 1);

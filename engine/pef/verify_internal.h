@@ -22,8 +22,8 @@ std::string tensor_label(const ProgramDesc& p, int64_t i);
 
 // Throws unless 0 <= index < count (or index == -1 when `allow_none`):
 // "<where>: <field> 57 is out of range (the program has 50 tensors)".
-void check_index(int64_t index, size_t count, bool allow_none, std::string_view where, std::string_view field,
-                 std::string_view items);
+void check_index(int64_t index, size_t count, bool allow_none, std::string_view where,
+                 std::string_view field, std::string_view items);
 
 // Throws unless the value's dtype (when it holds one) is a valid code.
 void check_attr_value(const AttrValue& v, std::string_view where);

@@ -8,7 +8,9 @@
 namespace samba::pef::verify_detail {
 namespace {
 
-bool owns_persistent_bytes(TensorRole r) { return r != TensorRole::Intermediate && r != TensorRole::Alias; }
+bool owns_persistent_bytes(TensorRole r) {
+  return r != TensorRole::Intermediate && r != TensorRole::Alias;
+}
 
 // Element count and byte size of a shape whose dims are known non-negative;
 // false when either does not fit in 64 bits.
@@ -21,14 +23,15 @@ bool shape_sizes(const Dims& shape, DType dtype, uint64_t& numel, uint64_t& byte
   return !__builtin_mul_overflow(n, uint64_t{element_size(dtype)}, &bytes);
 }
 
-void check_shape_of(const TensorDesc& t, const std::string& label, uint64_t& numel, uint64_t& bytes) {
+void check_shape_of(const TensorDesc& t, const std::string& label, uint64_t& numel,
+                    uint64_t& bytes) {
   if (t.shape.size() > static_cast<size_t>(kMaxRank))
     corrupt("{}: rank {} exceeds the maximum of {}", label, t.shape.size(), kMaxRank);
   for (size_t d = 0; d < t.shape.size(); ++d)
     if (t.shape[d] < 0) corrupt("{}: shape {} has negative dim {}", label, dims_str(t.shape), d);
   if (!shape_sizes(t.shape, t.dtype, numel, bytes))
-    corrupt("{}: shape {} of {} has more elements or bytes than fit in 64 bits", label, dims_str(t.shape),
-            dtype_name(t.dtype));
+    corrupt("{}: shape {} of {} has more elements or bytes than fit in 64 bits", label,
+            dims_str(t.shape), dtype_name(t.dtype));
 }
 
 // An alias's strided view must read only bytes of its base.
@@ -39,13 +42,14 @@ void check_alias(const ProgramDesc& p, size_t i, const std::string& label, uint6
   const TensorDesc& base = p.tensors[static_cast<size_t>(t.alias_of)];
   std::string base_label = tensor_label(p, t.alias_of);
   if (base.role == TensorRole::Alias || base.alias_of >= 0)
-    corrupt("{}: alias_of {} is itself an alias; aliases must view a tensor that owns its bytes", label,
-            base_label);
+    corrupt("{}: alias_of {} is itself an alias; aliases must view a tensor that owns its bytes",
+            label, base_label);
   if (t.nbytes != 0 || t.arena_offset != 0 || !t.region.empty())
-    corrupt("{}: an alias owns no bytes, but has nbytes {}, arena_offset {}, region '{}'", label, t.nbytes,
-            t.arena_offset, t.region);
+    corrupt("{}: an alias owns no bytes, but has nbytes {}, arena_offset {}, region '{}'", label,
+            t.nbytes, t.arena_offset, t.region);
   if (t.blob >= 0 || t.materializer >= 0)
-    corrupt("{}: an alias cannot have a blob or a materializer (its base's bytes are its contents)", label);
+    corrupt("{}: an alias cannot have a blob or a materializer (its base's bytes are its contents)",
+            label);
   if (t.mem != base.mem)
     corrupt("{}: mem {} differs from its base {}'s {}", label, mem_type_name(t.mem), base_label,
             mem_type_name(base.mem));
@@ -60,27 +64,45 @@ void check_alias(const ProgramDesc& p, size_t i, const std::string& label, uint6
   bool overflow = false;
   for (size_t d = 0; d < t.shape.size(); ++d) {
     uint64_t step = 0;
-    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1), static_cast<uint64_t>(t.strides[d]),
-                                       &step);
+    overflow |= __builtin_mul_overflow(static_cast<uint64_t>(t.shape[d] - 1),
+                                       static_cast<uint64_t>(t.strides[d]), &step);
     overflow |= __builtin_add_overflow(last, step, &last);
   }
   uint64_t end_bytes = 0;
   overflow |= __builtin_add_overflow(last, uint64_t{1}, &last);
   overflow |= __builtin_mul_overflow(last, uint64_t{element_size(t.dtype)}, &end_bytes);
   if (overflow || end_bytes > base.nbytes)
-    corrupt("{}: view (offset {}, strides {}, shape {}) reads past the {} bytes of its base {}", label,
-            t.view_offset, dims_str(t.strides), dims_str(t.shape), base.nbytes, base_label);
+    corrupt("{}: view (offset {}, strides {}, shape {}) reads past the {} bytes of its base {}",
+            label, t.view_offset, dims_str(t.strides), dims_str(t.shape), base.nbytes, base_label);
+}
+
+// Whether `strides` are the row-major strides of `shape`. Computed with
+// overflow checks: a shape with a zero dim has numel 0 but may still have
+// trailing dims whose product overflows.
+bool is_contiguous(const Dims& shape, const Dims& strides) {
+  if (strides.size() != shape.size()) return false;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (strides[d] != expected) return false;
+    if (d > 0 && __builtin_mul_overflow(expected, std::max<int64_t>(shape[d], 1), &expected))
+      return false;
+  }
+  return true;
 }
 
 void check_owner_storage(const ProgramDesc& p, size_t i, const std::string& label, uint64_t numel,
                          uint64_t bytes) {
   const TensorDesc& t = p.tensors[i];
-  if (t.alias_of != -1) corrupt("{}: alias_of is {} but the role is {}, not alias", label, t.alias_of,
-                                tensor_role_name(t.role));
-  if (t.view_offset != 0) corrupt("{}: view_offset {} on a tensor that owns its bytes", label, t.view_offset);
-  if (!t.strides.empty() && t.strides != contiguous_strides(t.shape))
-    corrupt("{}: strides {} on a tensor that owns its bytes; they must be empty or contiguous {}", label,
-            dims_str(t.strides), dims_str(contiguous_strides(t.shape)));
+  if (t.alias_of != -1)
+    corrupt("{}: alias_of is {} but the role is {}, not alias", label, t.alias_of,
+            tensor_role_name(t.role));
+  if (t.view_offset != 0)
+    corrupt("{}: view_offset {} on a tensor that owns its bytes", label, t.view_offset);
+  if (!t.strides.empty() && !is_contiguous(t.shape, t.strides))
+    corrupt(
+        "{}: strides {} on a tensor that owns its bytes; they must be empty or the contiguous "
+        "strides of shape {}",
+        label, dims_str(t.strides), dims_str(t.shape));
   if (t.nbytes != bytes)
     corrupt("{}: nbytes {} but its {} elements of {} take {} bytes", label, t.nbytes, numel,
             dtype_name(t.dtype), bytes);
@@ -98,24 +120,29 @@ void check_references(const ProgramDesc& p, size_t i, const std::string& label) 
   check_index(t.materializer, p.materializers.size(), true, label, "materializer", "materializers");
   check_index(t.grad, p.tensors.size(), true, label, "grad", "tensors");
   if (t.blob >= 0 && t.materializer >= 0)
-    corrupt("{}: has both blob {} and materializer {}; its contents come from one", label, t.blob, t.materializer);
+    corrupt("{}: has both blob {} and materializer {}; its contents come from one", label, t.blob,
+            t.materializer);
   if (t.blob >= 0) {
     if (t.role == TensorRole::Intermediate)
       corrupt("{}: an intermediate cannot have initial contents (blob {})", label, t.blob);
     uint64_t size = p.blobs[static_cast<size_t>(t.blob)].data.size();
     if (size != t.nbytes)
-      corrupt("{}: blob {} holds {} bytes, but the tensor has nbytes {}", label, t.blob, size, t.nbytes);
+      corrupt("{}: blob {} holds {} bytes, but the tensor has nbytes {}", label, t.blob, size,
+              t.nbytes);
   }
   if (t.materializer >= 0 && t.role != TensorRole::Parameter && t.role != TensorRole::Buffer &&
       t.role != TensorRole::OptimizerState)
-    corrupt("{}: materializer {} on a {}; only parameters, buffers and optimizer state are materialized", label,
-            t.materializer, tensor_role_name(t.role));
+    corrupt(
+        "{}: materializer {} on a {}; only parameters, buffers and optimizer state are "
+        "materialized",
+        label, t.materializer, tensor_role_name(t.role));
   if (t.role == TensorRole::Parameter && t.grad >= 0 &&
       p.tensors[static_cast<size_t>(t.grad)].role != TensorRole::Gradient)
     corrupt("{}: grad {} is a {}, not a gradient", label, tensor_label(p, t.grad),
             tensor_role_name(p.tensors[static_cast<size_t>(t.grad)].role));
   if (t.batch_dim < -1 || t.batch_dim >= static_cast<int64_t>(t.shape.size()))
-    corrupt("{}: batch_dim {} is not -1 or a dim of its rank-{} shape", label, t.batch_dim, t.shape.size());
+    corrupt("{}: batch_dim {} is not -1 or a dim of its rank-{} shape", label, t.batch_dim,
+            t.shape.size());
 }
 
 struct Extent {
@@ -166,9 +193,10 @@ void check_overlap(const ProgramDesc& p) {
       auto it = std::upper_bound(ps.begin(), ps.end(), s.begin,
                                  [](uint64_t v, const Extent& e) { return v < e.end; });
       if (it != ps.end() && it->begin < s.end && !same_region(p, s, *it))
-        corrupt("{} {} overlaps {} {} in the {} arena; intermediates may reuse only each other's bytes",
-                tensor_label(p, static_cast<int64_t>(s.tensor)), extent_str(s),
-                tensor_label(p, static_cast<int64_t>(it->tensor)), extent_str(*it), arena);
+        corrupt(
+            "{} {} overlaps {} {} in the {} arena; intermediates may reuse only each other's bytes",
+            tensor_label(p, static_cast<int64_t>(s.tensor)), extent_str(s),
+            tensor_label(p, static_cast<int64_t>(it->tensor)), extent_str(*it), arena);
     }
   }
 }
@@ -203,11 +231,14 @@ void verify_tensors(const ProgramDesc& p) {
     auto [it, fresh] = names.emplace(t.name, i);
     if (!fresh) corrupt("{}: name already used by tensor {}", label, it->second);
     if (!is_valid_dtype(static_cast<int32_t>(t.dtype)))
-      corrupt("{}: dtype code {} is not a dtype (0..{})", label, static_cast<int32_t>(t.dtype), kNumDTypes - 1);
+      corrupt("{}: dtype code {} is not a dtype (0..{})", label, static_cast<int32_t>(t.dtype),
+              kNumDTypes - 1);
     if (static_cast<int>(t.role) >= kNumTensorRoles)
-      corrupt("{}: role code {} is not a role (0..{})", label, static_cast<int>(t.role), kNumTensorRoles - 1);
+      corrupt("{}: role code {} is not a role (0..{})", label, static_cast<int>(t.role),
+              kNumTensorRoles - 1);
     if (static_cast<int>(t.mem) >= kNumMemTypes)
-      corrupt("{}: mem code {} is not a memory type (0..{})", label, static_cast<int>(t.mem), kNumMemTypes - 1);
+      corrupt("{}: mem code {} is not a memory type (0..{})", label, static_cast<int>(t.mem),
+              kNumMemTypes - 1);
     uint64_t numel = 0, bytes = 0;
     check_shape_of(t, label, numel, bytes);
     if (t.role == TensorRole::Alias)
@@ -220,14 +251,15 @@ void verify_tensors(const ProgramDesc& p) {
       const TensorDesc& o = p.tensors[r->second];
       if (!first && (o.mem != t.mem || o.arena_offset != t.arena_offset || o.nbytes != t.nbytes))
         corrupt("{}: region '{}' is {} [{}, +{}) here but {} [{}, +{}) in {}", label, t.region,
-                mem_type_name(t.mem), t.arena_offset, t.nbytes, mem_type_name(o.mem), o.arena_offset, o.nbytes,
-                tensor_label(p, static_cast<int64_t>(r->second)));
+                mem_type_name(t.mem), t.arena_offset, t.nbytes, mem_type_name(o.mem),
+                o.arena_offset, o.nbytes, tensor_label(p, static_cast<int64_t>(r->second)));
     }
   }
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDesc& t = p.tensors[i];
     if (!t.owner.empty() && !names.count(t.owner))
-      corrupt("{}: owner '{}' is not a tensor of the program", tensor_label(p, static_cast<int64_t>(i)), t.owner);
+      corrupt("{}: owner '{}' is not a tensor of the program",
+              tensor_label(p, static_cast<int64_t>(i)), t.owner);
   }
   check_overlap(p);
 }

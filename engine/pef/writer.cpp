@@ -21,12 +21,18 @@ using flatbuffers::Offset;
 // Fusion is stored by its position in samba::Fusion's declaration.
 fb::Fusion to_fb(Fusion f) {
   switch (f) {
-    case Fusion::Elementwise: return fb::Fusion::Elementwise;
-    case Fusion::Reduction: return fb::Fusion::Reduction;
-    case Fusion::Contraction: return fb::Fusion::Contraction;
-    case Fusion::View: return fb::Fusion::View;
-    case Fusion::Creation: return fb::Fusion::Creation;
-    case Fusion::Opaque: return fb::Fusion::Opaque;
+    case Fusion::Elementwise:
+      return fb::Fusion::Elementwise;
+    case Fusion::Reduction:
+      return fb::Fusion::Reduction;
+    case Fusion::Contraction:
+      return fb::Fusion::Contraction;
+    case Fusion::View:
+      return fb::Fusion::View;
+    case Fusion::Creation:
+      return fb::Fusion::Creation;
+    case Fusion::Opaque:
+      return fb::Fusion::Opaque;
   }
   return static_cast<fb::Fusion>(static_cast<uint8_t>(f));
 }
@@ -42,7 +48,8 @@ class PefBuilder {
     // Children first: FlatBuffers builds back to front.
     std::vector<Offset<fb::Blob>> blob_offs;
     blob_offs.reserve(p.blobs.size());
-    for (size_t i = 0; i < p.blobs.size(); ++i) blob_offs.push_back(blob(p.blobs[i].data, blobs[i]));
+    for (size_t i = 0; i < p.blobs.size(); ++i)
+      blob_offs.push_back(blob(p.blobs[i].data, blobs[i]));
 
     std::vector<Offset<fb::Tensor>> tensors;
     tensors.reserve(p.tensors.size());
@@ -87,9 +94,9 @@ class PefBuilder {
     auto mats_v = vec(mats);
     auto graphs_v = vec(graphs);
     auto metadata_v = vec(metadata);
-    return fb::CreateProgram(fbb_, p.format_major, p.format_minor, compiler_version, name, p.opt_level,
-                             tensors_v, kernels_v, sections_v, schedule_v, argins_v, blobs_v, mats_v,
-                             graphs_v, memory, metadata_v);
+    return fb::CreateProgram(fbb_, p.format_major, p.format_minor, compiler_version, name,
+                             p.opt_level, tensors_v, kernels_v, sections_v, schedule_v, argins_v,
+                             blobs_v, mats_v, graphs_v, memory, metadata_v);
   }
 
  private:
@@ -103,7 +110,8 @@ class PefBuilder {
   Offset<flatbuffers::Vector<T>> vec(const std::vector<T>& v) {
     return v.empty() ? Offset<flatbuffers::Vector<T>>() : fbb_.CreateVector(v);
   }
-  Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> strings(const std::vector<std::string>& v) {
+  Offset<flatbuffers::Vector<Offset<flatbuffers::String>>> strings(
+      const std::vector<std::string>& v) {
     if (v.empty()) return {};
     std::vector<Offset<flatbuffers::String>> offs;
     offs.reserve(v.size());
@@ -176,8 +184,8 @@ class PefBuilder {
     auto owner = str(t.owner);
     return fb::CreateTensor(fbb_, name, static_cast<fb::DType>(t.dtype), shape,
                             static_cast<fb::TensorRole>(t.role), static_cast<fb::MemType>(t.mem),
-                            t.arena_offset, t.nbytes, region, t.alias_of, strides, t.view_offset, t.blob,
-                            t.materializer, t.grad, t.batch_dim, t.requires_grad, owner);
+                            t.arena_offset, t.nbytes, region, t.alias_of, strides, t.view_offset,
+                            t.blob, t.materializer, t.grad, t.batch_dim, t.requires_grad, owner);
   }
 
   Offset<fb::OpCall> op_call(const OpCall& c) {
@@ -213,8 +221,8 @@ class PefBuilder {
     auto kernels = vec(s.kernels);
     auto reads = vec(s.reads);
     auto writes = vec(s.writes);
-    return fb::CreateSection(fbb_, s.id, name, static_cast<fb::SectionType>(s.type), s.graph, kernels, reads,
-                             writes, s.micro_batched);
+    return fb::CreateSection(fbb_, s.id, name, static_cast<fb::SectionType>(s.type), s.graph,
+                             kernels, reads, writes, s.micro_batched);
   }
 
   Offset<fb::Argin> argin(const ArginDesc& a) {
@@ -228,8 +236,8 @@ class PefBuilder {
     std::span<const uint8_t> stored = enc.compressed ? std::span<const uint8_t>(enc.zstd) : raw;
     auto data = stored.empty() ? Offset<flatbuffers::Vector<uint8_t>>()
                                : fbb_.CreateVector(stored.data(), stored.size());
-    return fb::CreateBlob(fbb_, enc.compressed ? fb::Compression::Zstd : fb::Compression::None, raw.size(),
-                          enc.checksum, data);
+    return fb::CreateBlob(fbb_, enc.compressed ? fb::Compression::Zstd : fb::Compression::None,
+                          raw.size(), enc.checksum, data);
   }
 
   Offset<fb::Graph> graph(const GraphDesc& g) {
@@ -240,9 +248,9 @@ class PefBuilder {
     auto parameters = vec(g.parameters);
     auto sections = vec(g.sections);
     auto signature = strings(g.signature);
-    return fb::CreateGraph(fbb_, name, inputs, outputs, output_grads, parameters, sections, g.batch_size,
-                           g.micro_batch_size, static_cast<fb::Mapping>(g.mapping), g.inference,
-                           g.grad_accumulation, signature);
+    return fb::CreateGraph(fbb_, name, inputs, outputs, output_grads, parameters, sections,
+                           g.batch_size, g.micro_batch_size, static_cast<fb::Mapping>(g.mapping),
+                           g.inference, g.grad_accumulation, signature);
   }
 
   FlatBufferBuilder& fbb_;
@@ -278,7 +286,8 @@ uint64_t table_bytes_bound(const ProgramDesc& p) {
   };
   uint64_t n = kTable * 16 + p.name.size() + p.compiler_version.size();
   for (const auto& t : p.tensors)
-    n += kTable + t.name.size() + t.region.size() + t.owner.size() + 8 * (t.shape.size() + t.strides.size());
+    n += kTable + t.name.size() + t.region.size() + t.owner.size() +
+         8 * (t.shape.size() + t.strides.size());
   for (const auto& k : p.kernels) {
     n += kTable + k.name.size() + 4 * (k.reads.size() + k.writes.size());
     for (const auto& c : k.ops) {
@@ -286,14 +295,16 @@ uint64_t table_bytes_bound(const ProgramDesc& p) {
       for (const auto& b : c.bindings) n += kTable + b.attr.size();
     }
   }
-  for (const auto& s : p.sections) n += kTable + s.name.size() + 4 * (s.kernels.size() + s.reads.size() + s.writes.size());
+  for (const auto& s : p.sections)
+    n += kTable + s.name.size() + 4 * (s.kernels.size() + s.reads.size() + s.writes.size());
   n += 8 * p.schedule.size();
   for (const auto& a : p.argins) n += 2 * kTable + a.name.size() + 8;
   n += kTable * p.blobs.size();
   for (const auto& m : p.materializers) n += kTable + m.kind.size() + attrs_bound(m.params);
   for (const auto& g : p.graphs) {
-    n += kTable + g.name.size() + 4 * (g.inputs.size() + g.outputs.size() + g.output_grads.size() +
-                                       g.parameters.size() + g.sections.size());
+    n += kTable + g.name.size() +
+         4 * (g.inputs.size() + g.outputs.size() + g.output_grads.size() + g.parameters.size() +
+              g.sections.size());
     for (const auto& line : g.signature) n += 8 + line.size();
   }
   for (const auto& [k, v] : p.metadata) n += kTable + k.size() + v.size();
@@ -308,7 +319,8 @@ std::span<const uint8_t> build_pef(const ProgramDesc& p, FlatBufferBuilder& fbb,
     payload += (blobs[i].compressed ? blobs[i].zstd.size() : p.blobs[i].data.size()) + 8;
   uint64_t bound = payload + table_bytes_bound(p);
   SAMBA_CHECK(bound < FLATBUFFERS_MAX_BUFFER_SIZE, Status::Unsupported,
-              "program '{}' is too large for a PEF: its blobs take {} bytes compressed and its tables up to {} "
+              "program '{}' is too large for a PEF: its blobs take {} bytes compressed and its "
+              "tables up to {} "
               "more, over the {} bytes a PEF file can hold",
               p.name, payload, bound - payload, uint64_t{FLATBUFFERS_MAX_BUFFER_SIZE});
   PefBuilder builder(fbb);

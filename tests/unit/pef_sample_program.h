@@ -25,14 +25,17 @@ class ProgramBuilder {
     p_.opt_level = 1;
   }
 
-  int32_t tensor(std::string name, TensorRole role, DType dtype, Dims shape, MemType mem = MemType::DDR) {
+  int32_t tensor(std::string name, TensorRole role, DType dtype, Dims shape,
+                 MemType mem = MemType::DDR) {
     TensorDesc t;
     t.name = std::move(name);
     t.role = role;
     t.dtype = dtype;
     t.shape = std::move(shape);
     t.mem = mem;
-    t.nbytes = role == TensorRole::Alias ? 0 : static_cast<uint64_t>(numel_of(t.shape)) * element_size(dtype);
+    t.nbytes = role == TensorRole::Alias
+                   ? 0
+                   : static_cast<uint64_t>(numel_of(t.shape)) * element_size(dtype);
     p_.tensors.push_back(std::move(t));
     scratch_slot_.push_back(0);
     return static_cast<int32_t>(p_.tensors.size() - 1);
@@ -43,8 +46,9 @@ class ProgramBuilder {
     return i;
   }
   int32_t alias(std::string name, int32_t base, Dims shape, Dims strides, int64_t offset) {
-    int32_t i = tensor(std::move(name), TensorRole::Alias, p_.tensors[static_cast<size_t>(base)].dtype, std::move(shape),
-                       p_.tensors[static_cast<size_t>(base)].mem);
+    int32_t i =
+        tensor(std::move(name), TensorRole::Alias, p_.tensors[static_cast<size_t>(base)].dtype,
+               std::move(shape), p_.tensors[static_cast<size_t>(base)].mem);
     TensorDesc& t = p_.tensors[static_cast<size_t>(i)];
     t.alias_of = base;
     t.strides = std::move(strides);
@@ -68,8 +72,8 @@ class ProgramBuilder {
 
   // One op call, its attributes resolved against the registry as the
   // compiler stores them.
-  static OpCall op(std::string name, std::vector<int32_t> in, std::vector<int32_t> out, const Attrs& attrs = {},
-                   std::vector<ArginBinding> bindings = {}) {
+  static OpCall op(std::string name, std::vector<int32_t> in, std::vector<int32_t> out,
+                   const Attrs& attrs = {}, std::vector<ArginBinding> bindings = {}) {
     OpCall c;
     c.attrs = OpRegistry::global().get(name).resolve(attrs);
     c.op = std::move(name);
@@ -80,7 +84,8 @@ class ProgramBuilder {
   }
   // A kernel whose reads and writes are derived from its ops: outputs are
   // written, inputs are read unless an earlier op of the kernel wrote them.
-  int32_t kernel(std::string name, Fusion fusion, std::vector<OpCall> ops, std::vector<int32_t> extra_writes = {}) {
+  int32_t kernel(std::string name, Fusion fusion, std::vector<OpCall> ops,
+                 std::vector<int32_t> extra_writes = {}) {
     KernelDesc k;
     k.name = std::move(name);
     k.fusion = fusion;
@@ -92,7 +97,8 @@ class ProgramBuilder {
     }
     for (int32_t w : extra_writes)
       if (!contains(k.writes, w)) k.writes.push_back(w);
-    for (int32_t t : k.reads) k.bytes += static_cast<double>(p_.tensors[static_cast<size_t>(t)].nbytes);
+    for (int32_t t : k.reads)
+      k.bytes += static_cast<double>(p_.tensors[static_cast<size_t>(t)].nbytes);
     for (int32_t t : k.writes) {
       k.bytes += static_cast<double>(p_.tensors[static_cast<size_t>(t)].nbytes);
       k.flops += 2.0 * static_cast<double>(numel_of(p_.tensors[static_cast<size_t>(t)].shape));
@@ -101,8 +107,8 @@ class ProgramBuilder {
     p_.kernels.push_back(std::move(k));
     return static_cast<int32_t>(p_.kernels.size() - 1);
   }
-  int32_t section(int32_t id, std::string name, SectionType type, int32_t graph, std::vector<int32_t> kernels,
-                  bool micro_batched = false) {
+  int32_t section(int32_t id, std::string name, SectionType type, int32_t graph,
+                  std::vector<int32_t> kernels, bool micro_batched = false) {
     SectionDesc s;
     s.id = id;
     s.name = std::move(name);
@@ -112,13 +118,17 @@ class ProgramBuilder {
     s.micro_batched = micro_batched;
     // Reads: tensors read by its kernels and not written earlier in it;
     // writes: every non-intermediate tensor its kernels write.
+    std::vector<int32_t> written;
     for (int32_t k : s.kernels) {
       const KernelDesc& kd = p_.kernels[static_cast<size_t>(k)];
       for (int32_t t : kd.reads)
-        if (!contains(s.writes, t) && !contains(s.reads, t)) s.reads.push_back(t);
-      for (int32_t t : kd.writes)
-        if (p_.tensors[static_cast<size_t>(t)].role != TensorRole::Intermediate && !contains(s.writes, t))
+        if (!contains(written, t) && !contains(s.reads, t)) s.reads.push_back(t);
+      for (int32_t t : kd.writes) {
+        written.push_back(t);
+        if (p_.tensors[static_cast<size_t>(t)].role != TensorRole::Intermediate &&
+            !contains(s.writes, t))
           s.writes.push_back(t);
+      }
     }
     p_.sections.push_back(std::move(s));
     return static_cast<int32_t>(p_.sections.size() - 1);
@@ -129,7 +139,9 @@ class ProgramBuilder {
     p_.graphs.back().name = std::move(name);
     return p_.graphs.back();
   }
-  void metadata(std::string k, std::string v) { p_.metadata.emplace_back(std::move(k), std::move(v)); }
+  void metadata(std::string k, std::string v) {
+    p_.metadata.emplace_back(std::move(k), std::move(v));
+  }
 
   ProgramDesc finish() {
     // Two areas per memory type: state (weights, gradients, ...) and
@@ -141,7 +153,8 @@ class ProgramBuilder {
       TensorDesc& t = p_.tensors[i];
       if (t.role == TensorRole::Alias || t.role == TensorRole::Intermediate) continue;
       if (!t.region.empty()) {
-        auto it = std::find_if(regions.begin(), regions.end(), [&](const auto& r) { return r.first == t.region; });
+        auto it = std::find_if(regions.begin(), regions.end(),
+                               [&](const auto& r) { return r.first == t.region; });
         if (it != regions.end()) {
           t.arena_offset = p_.tensors[it->second].arena_offset;
           continue;
@@ -188,7 +201,8 @@ inline std::vector<uint8_t> float_bytes(size_t n, bool noise, uint32_t seed = 1)
     s ^= s << 13;
     s ^= s >> 17;
     s ^= s << 5;
-    v[i] = noise ? static_cast<float>(s) / 4294967296.0f - 0.5f : static_cast<float>(i % 97) * 0.125f;
+    v[i] =
+        noise ? static_cast<float>(s) / 4294967296.0f - 0.5f : static_cast<float>(i % 97) * 0.125f;
   }
   std::vector<uint8_t> out(n * sizeof(float));
   std::memcpy(out.data(), v.data(), out.size());
@@ -219,11 +233,16 @@ inline ProgramDesc resffn_program() {
   int32_t drop_p = b.argin("dropout_0.p", ArginKind::DropoutRate, 0.1);
   int32_t drop_seed = b.argin("dropout_0.seed", ArginKind::DropoutSeed, int64_t{1234});
 
-  int32_t kaiming = b.materializer("kaiming_uniform", {{"a", 2.23606797749979}, {"mode", std::string("fan_in")},
-                                                       {"seed", int64_t{42}}, {"fan", std::vector<int64_t>{IN, H}}});
+  int32_t kaiming = b.materializer("kaiming_uniform", {{"a", 2.23606797749979},
+                                                       {"mode", std::string("fan_in")},
+                                                       {"seed", int64_t{42}},
+                                                       {"fan", std::vector<int64_t>{IN, H}}});
   int32_t zeros = b.materializer("zeros", {});
-  int32_t normal = b.materializer("normal", {{"mean", 0.0}, {"std", 0.02}, {"bounds", std::vector<double>{-2, 2}},
-                                             {"dtype", F::Float32}, {"truncated", true}});
+  int32_t normal = b.materializer("normal", {{"mean", 0.0},
+                                             {"std", 0.02},
+                                             {"bounds", std::vector<double>{-2, 2}},
+                                             {"dtype", F::Float32},
+                                             {"truncated", true}});
 
   int32_t x = b.tensor("x", R::Input, F::Float32, {B, IN}, MemType::HOST);
   b.at(x).batch_dim = 0;
@@ -271,12 +290,15 @@ inline ProgramDesc resffn_program() {
   // Forward: GEMM with a fused tanh, then the classifier, dropout and loss.
   int32_t k0 = b.kernel("gemm1_tanh", Fusion::Contraction,
                         {P::op("linear", {x, w1, b1}, {h1}), P::op("tanh", {h1}, {t1})});
-  int32_t k1 = b.kernel("gemm2_scale", Fusion::Contraction,
-                        {P::op("linear", {t1, w2, -1}, {logits}), P::op("mul", {logits, scale}, {logits})});
-  int32_t k2 = b.kernel("dropout_0", Fusion::Elementwise,
-                        {P::op("dropout", {logits}, {dropped}, {{"p", 0.1}, {"seed", int64_t{1234}}},
-                               {{"p", drop_p}, {"seed", drop_seed}})});
-  int32_t k3 = b.kernel("loss", Fusion::Reduction, {P::op("cross_entropy", {dropped, y, -1}, {loss})});
+  int32_t k1 =
+      b.kernel("gemm2_scale", Fusion::Contraction,
+               {P::op("linear", {t1, w2, -1}, {logits}), P::op("mul", {logits, scale}, {logits})});
+  int32_t k2 =
+      b.kernel("dropout_0", Fusion::Elementwise,
+               {P::op("dropout", {logits}, {dropped}, {{"p", 0.1}, {"seed", int64_t{1234}}},
+                      {{"p", drop_p}, {"seed", drop_seed}})});
+  int32_t k3 =
+      b.kernel("loss", Fusion::Reduction, {P::op("cross_entropy", {dropped, y, -1}, {loss})});
   // Backward.
   int32_t k4 = b.kernel("loss_backward", Fusion::Opaque,
                         {P::op("cross_entropy_backward", {dloss, dropped, y}, {dlogits})});
@@ -289,10 +311,11 @@ inline ProgramDesc resffn_program() {
                         {P::op("add", {g1, m1}, {m1}, {{"alpha", 0.9}}, {{"alpha", momentum}}),
                          P::op("sub", {w1, m1}, {w1}, {{"alpha", 0.01}}, {{"alpha", lr}})});
   // Zeroing gradients between accumulation steps.
-  int32_t k7 = b.kernel("zero_grads", Fusion::Creation,
-                        {P::op("zeros", {}, {g1}, {{"shape", std::vector<int64_t>{H, IN}}}),
-                         P::op("zeros", {}, {gb1}, {{"shape", std::vector<int64_t>{H}}}),
-                         P::op("zeros", {}, {g2}, {{"shape", std::vector<int64_t>{C, H}}, {"dtype", F::Float32}})});
+  int32_t k7 = b.kernel(
+      "zero_grads", Fusion::Creation,
+      {P::op("zeros", {}, {g1}, {{"shape", std::vector<int64_t>{H, IN}}}),
+       P::op("zeros", {}, {gb1}, {{"shape", std::vector<int64_t>{H}}}),
+       P::op("zeros", {}, {g2}, {{"shape", std::vector<int64_t>{C, H}}, {"dtype", F::Float32}})});
   // Inference graph: the forward without dropout.
   int32_t k8 = b.kernel("predict", Fusion::Contraction,
                         {P::op("linear", {x2, w1, b1}, {h1}), P::op("tanh", {h1}, {t1}),
@@ -318,12 +341,14 @@ inline ProgramDesc resffn_program() {
   train.batch_size = B;
   train.micro_batch_size = B / 2;
   train.grad_accumulation = true;
-  train.signature = {"linear(x: float32[8, 16], gemm1.weight: float32[32, 16], gemm1.bias: float32[32]) -> float32[8, 32]",
-                     "tanh(float32[8, 32]) -> float32[8, 32]",
-                     "linear(float32[8, 32], gemm2.weight: float32[4, 32]) -> float32[8, 4]",
-                     "mul(float32[8, 4], scale: bfloat16[4]) -> float32[8, 4]",
-                     "dropout(float32[8, 4], p=0.1) -> float32[8, 4]",
-                     "cross_entropy(float32[8, 4], y: int64[8]) -> float32[]"};
+  train.signature = {
+      "linear(x: float32[8, 16], gemm1.weight: float32[32, 16], gemm1.bias: float32[32]) -> "
+      "float32[8, 32]",
+      "tanh(float32[8, 32]) -> float32[8, 32]",
+      "linear(float32[8, 32], gemm2.weight: float32[4, 32]) -> float32[8, 4]",
+      "mul(float32[8, 4], scale: bfloat16[4]) -> float32[8, 4]",
+      "dropout(float32[8, 4], p=0.1) -> float32[8, 4]",
+      "cross_entropy(float32[8, 4], y: int64[8]) -> float32[]"};
   GraphDesc& predict = b.graph("predict");
   predict.inputs = {x2};
   predict.outputs = {probs};
@@ -333,9 +358,11 @@ inline ProgramDesc resffn_program() {
   predict.batch_size = B;
   predict.mapping = Mapping::Spatial;
   predict.inference = true;
-  predict.signature = {"linear(predict.x: float32[8, 16], gemm1.weight: float32[32, 16], gemm1.bias: float32[32]) -> float32[8, 32]",
-                       "tanh(float32[8, 32]) -> float32[8, 32]",
-                       "linear(float32[8, 32], gemm2.weight: float32[4, 32]) -> float32[8, 4]"};
+  predict.signature = {
+      "linear(predict.x: float32[8, 16], gemm1.weight: float32[32, 16], gemm1.bias: float32[32]) "
+      "-> float32[8, 32]",
+      "tanh(float32[8, 32]) -> float32[8, 32]",
+      "linear(float32[8, 32], gemm2.weight: float32[4, 32]) -> float32[8, 4]"};
   b.metadata("model", "ResFFNLogReg");
   b.metadata("dataset", "digits");
   b.metadata("notes", "unicode \xc3\xa9 and spaces = fine");
@@ -352,13 +379,15 @@ inline ProgramDesc large_program(int tensors, int kernels, size_t blob_bytes) {
   int32_t lr = b.argin("sgd.lr", ArginKind::Hyperparam, 0.01);
   int32_t x = b.tensor("x", R::Input, DType::Float32, {kRows, kWidth});
   b.at(x).batch_dim = 0;
-  int weights = std::max(1, tensors - kernels - 2);
+  int weights = std::max(1, tensors - kernels - 1);
   int64_t elems = static_cast<int64_t>(blob_bytes / static_cast<size_t>(weights) / 4);
   std::vector<int32_t> params;
   for (int i = 0; i < weights; ++i) {
-    int32_t w = b.tensor("layer" + std::to_string(i) + ".weight", R::Parameter, DType::Float32, {elems});
+    int32_t w =
+        b.tensor("layer" + std::to_string(i) + ".weight", R::Parameter, DType::Float32, {elems});
     // Half the weights compress (ramps), half do not (noise, stored raw).
-    b.at(w).blob = b.blob(float_bytes(static_cast<size_t>(elems), i % 2 == 0, static_cast<uint32_t>(i)));
+    b.at(w).blob =
+        b.blob(float_bytes(static_cast<size_t>(elems), i % 2 == 0, static_cast<uint32_t>(i)));
     params.push_back(w);
   }
   std::vector<int32_t> ks;
@@ -366,9 +395,10 @@ inline ProgramDesc large_program(int tensors, int kernels, size_t blob_bytes) {
   for (int k = 0; k + 1 < kernels; ++k) {
     int32_t out = b.intermediate("act" + std::to_string(k), DType::Float32, {kRows, kWidth},
                                  static_cast<uint64_t>(k % 2) * kRows * kWidth * 4);
-    ks.push_back(b.kernel("layer" + std::to_string(k), Fusion::Elementwise,
-                          {ProgramBuilder::op("add", {prev, prev}, {out}, {{"alpha", 0.5}}, {{"alpha", lr}}),
-                           ProgramBuilder::op("relu", {out}, {out})}));
+    ks.push_back(
+        b.kernel("layer" + std::to_string(k), Fusion::Elementwise,
+                 {ProgramBuilder::op("add", {prev, prev}, {out}, {{"alpha", 0.5}}, {{"alpha", lr}}),
+                  ProgramBuilder::op("relu", {out}, {out})}));
     prev = out;
   }
   int32_t y = b.tensor("y", R::Output, DType::Float32, {kRows, kWidth});

@@ -13,6 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
 #include "engine/pef/blob_codec.h"
+#include "engine/pef/file_io.h"
 #include "engine/pef/pef_generated.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/reader.h"
@@ -60,7 +61,8 @@ Outcome parse_outcome(std::span<const uint8_t> bytes) {
 void expect_refused(std::span<const uint8_t> bytes, Status status, const std::string& needle) {
   Outcome o = parse_outcome(bytes);
   EXPECT_EQ(o.status, status) << o.message;
-  EXPECT_NE(o.message.find(needle), std::string::npos) << "message: " << o.message << "\nexpected: " << needle;
+  EXPECT_NE(o.message.find(needle), std::string::npos)
+      << "message: " << o.message << "\nexpected: " << needle;
 }
 
 const ProgramDesc& sample() {
@@ -158,9 +160,12 @@ TEST(PefRoundTrip, EmptyAndEdgeValues) {
   int32_t t = b.tensor("z", TensorRole::Constant, DType::Float64, {0, 3});
   b.at(t).blob = b.blob({});
   int32_t big = b.tensor("big", TensorRole::Buffer, DType::Int64, {2});
-  b.at(big).materializer = b.materializer(
-      "full", {{"value", -0.0}, {"max", INT64_MAX}, {"min", INT64_MIN}, {"inf", std::numeric_limits<double>::infinity()},
-               {"empty", std::vector<int64_t>{}}, {"s", std::string("")}});
+  b.at(big).materializer = b.materializer("full", {{"value", -0.0},
+                                                   {"max", INT64_MAX},
+                                                   {"min", INT64_MIN},
+                                                   {"inf", std::numeric_limits<double>::infinity()},
+                                                   {"empty", std::vector<int64_t>{}},
+                                                   {"s", std::string("")}});
   ProgramDesc e = b.finish();
   ASSERT_NO_THROW(verify_program(e));
   EXPECT_TRUE(parse_pef(serialize_pef(e)) == e);
@@ -251,7 +256,8 @@ TEST(PefCorrupt, FlippedBytesEverywhere) {
       }
       ++refused;
       ASSERT_TRUE(o.status == Status::CorruptFile || o.status == Status::VersionMismatch)
-          << "byte " << i << " mask " << int(mask) << ": status " << int(o.status) << ": " << o.message;
+          << "byte " << i << " mask " << int(mask) << ": status " << int(o.status) << ": "
+          << o.message;
       ASSERT_FALSE(o.message.empty());
     }
   }
@@ -264,16 +270,21 @@ TEST(PefCorrupt, TruncatedAtEverySixteenth) {
   for (int k = 0; k < 16; ++k) {
     size_t n = good.size() * k / 16;
     Outcome o = parse_outcome(std::span<const uint8_t>(good).first(n));
-    EXPECT_EQ(o.status, Status::CorruptFile) << "cut at " << n << " of " << good.size() << ": " << o.message;
+    EXPECT_EQ(o.status, Status::CorruptFile)
+        << "cut at " << n << " of " << good.size() << ": " << o.message;
   }
   // One byte short, too.
-  EXPECT_EQ(parse_outcome(std::span<const uint8_t>(good).first(good.size() - 1)).status, Status::CorruptFile);
+  EXPECT_EQ(parse_outcome(std::span<const uint8_t>(good).first(good.size() - 1)).status,
+            Status::CorruptFile);
 }
 
 TEST(PefCorrupt, BadBlobChecksum) {
   std::vector<uint8_t> bytes = serialize_pef(sample());
   // The noise blob is stored raw: find its bytes in the file and change one.
-  const auto& raw = sample().blobs[static_cast<size_t>(sample().tensors[tensor_index(sample(), "embed.weight")].blob)].data;
+  const auto& raw =
+      sample()
+          .blobs[static_cast<size_t>(sample().tensors[tensor_index(sample(), "embed.weight")].blob)]
+          .data;
   auto at = std::search(bytes.begin(), bytes.end(), raw.begin(), raw.end());
   ASSERT_NE(at, bytes.end());
   at[100] ^= 0x10;
@@ -310,6 +321,79 @@ TEST(PefCorrupt, ReadPefNamesThePathAndIoErrors) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Status::IoError);
   }
+}
+
+}  // namespace
+}  // namespace samba::pef
+
+namespace samba::pef {
+namespace {
+
+// ---- the readable log ---------------------------------------------------------------------
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(PefLog, ListsEverythingOneLineEach) {
+  std::string log = format_pef_log(sample());
+  EXPECT_TRUE(has_line(log, "PEF 'resffn'"));
+  EXPECT_TRUE(has_line(log, "format          1.0"));
+  EXPECT_TRUE(has_line(log, "compiler        samba 0.1.0"));
+  EXPECT_TRUE(has_line(log, "opt level       o1"));
+  EXPECT_TRUE(has_line(
+      log,
+      "graph 0 'train': batch 8, micro-batch 4, mapping section, training, gradient accumulation"));
+  EXPECT_TRUE(
+      has_line(log, "graph 1 'predict': batch 8, micro-batch -, mapping spatial, inference"));
+  EXPECT_TRUE(has_line(log, "  outputs     loss (grad loss.grad)"));
+  // Sections with their kernels, ops, FLOPs and bytes (the builder counts
+  // 2 FLOPs per element written and the bytes of every tensor touched).
+  EXPECT_TRUE(
+      has_line(log, "section 3 'opt' id 3 type OPT graph 0: 1 kernels, 2.05K FLOPs, 10.24K bytes"));
+  EXPECT_TRUE(
+      has_line(log, "  kernel 0 'gemm1_tanh' contraction, 2 ops, 1.02K FLOPs, 4.74K bytes"));
+  EXPECT_TRUE(has_line(log, "      linear(x, gemm1.weight, gemm1.bias) -> h1  activation='none'"));
+  EXPECT_TRUE(has_line(log, "      zeros() -> gemm1.bias.grad  shape=[32] dtype=float32"));
+  EXPECT_NE(log.find("[alpha <- argin 'sgd.lr']"), std::string::npos);
+  EXPECT_TRUE(has_line(log, "call 100 -> section 4 'predict_fwd' (FWD, id 10)"));
+  EXPECT_TRUE(has_line(log, "argin 3 'dropout_0.seed' dropout_seed default 1234"));
+  // Tensor rows: gemm1.weight is the first tensor of the DDR state area.
+  EXPECT_NE(log.find(" 2  gemm1.weight "), std::string::npos);
+  size_t row = log.find(" 2  gemm1.weight ");
+  std::string line = log.substr(row, log.find('\n', row) - row);
+  for (const char* cell : {"parameter", "float32", "[32, 16]", "DDR", " 0 ", "2048",
+                           "materializer 0 'kaiming_uniform'"})
+    EXPECT_NE(line.find(cell), std::string::npos) << cell << " not in: " << line;
+  EXPECT_NE(log.find("alias of logits strides [1, 4] offset 0"), std::string::npos);
+  EXPECT_TRUE(has_line(log, "state HBM       1024 bytes (1.0 KiB)"));
+  EXPECT_NE(log.find("lower bound     "), std::string::npos);
+  EXPECT_TRUE(has_line(log, "model = ResFFNLogReg"));
+}
+
+TEST(PefLog, WrittenBesideThePef) {
+  TempDir dir;
+  write_pef_log(sample(), dir.file("resffn.pef.log"));
+  std::vector<uint8_t> bytes = read_file_bytes(dir.file("resffn.pef.log"));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), format_pef_log(sample()));
+}
+
+TEST(PefNames, EnumNamesAndParsing) {
+  EXPECT_EQ(section_type_from_name("bckwd"), SectionType::BCKWD);
+  EXPECT_EQ(section_type_from_name("ZeroGrad"), SectionType::ZEROGRAD);
+  try {
+    section_type_from_name("forward");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::NotFound);
+    EXPECT_NE(std::string(e.what()).find("FWD, BCKWD, GRADNORM, OPT, ZEROGRAD, REDUCE"),
+              std::string::npos);
+  }
+  EXPECT_EQ(mem_type_name(MemType::HBM), "HBM");
+  EXPECT_EQ(tensor_role_name(TensorRole::OptimizerState), "optimizer_state");
+  EXPECT_EQ(tensor_role_name(static_cast<TensorRole>(200)), "?");
+  EXPECT_EQ(mapping_name(Mapping::Spatial), "spatial");
+  EXPECT_EQ(argin_kind_name(ArginKind::DropoutRate), "dropout_rate");
 }
 
 }  // namespace

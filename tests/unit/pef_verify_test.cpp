@@ -67,11 +67,13 @@ TEST_P(PefVerify, RefusedInMemoryAndFromAFile) {
   Status st = Status::Ok;
   std::string msg = message_of([&] { verify_program(p); }, st);
   EXPECT_EQ(st, m.status) << msg;
-  EXPECT_NE(msg.find(m.expected), std::string::npos) << "verify_program said: " << msg << "\nexpected: " << m.expected;
+  EXPECT_NE(msg.find(m.expected), std::string::npos)
+      << "verify_program said: " << msg << "\nexpected: " << m.expected;
   std::vector<uint8_t> bytes = serialize_pef(p);
   msg = message_of([&] { parse_pef(bytes); }, st);
   EXPECT_EQ(st, m.status) << msg;
-  EXPECT_NE(msg.find(m.expected), std::string::npos) << "parse_pef said: " << msg << "\nexpected: " << m.expected;
+  EXPECT_NE(msg.find(m.expected), std::string::npos)
+      << "parse_pef said: " << msg << "\nexpected: " << m.expected;
   // The log of a broken program is still written, without crashing.
   EXPECT_FALSE(format_pef_log(p).empty());
 }
@@ -80,7 +82,8 @@ std::vector<Mutation> mutations() {
   const int64_t big = int64_t{1} << 40;
   return {
       // Indices.
-      {"op input out of range", [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[0].inputs[0] = 999; },
+      {"op input out of range",
+       [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[0].inputs[0] = 999; },
        "kernel 0 'gemm1_tanh' op 0 'linear': input 0 ('x') 999 is out of range (the program has"},
       {"op output negative", [](ProgramDesc& p) { kernel(p, "loss").ops[0].outputs[0] = -1; },
        "op 0 'cross_entropy': output 0 -1 is out of range"},
@@ -92,8 +95,10 @@ std::vector<Mutation> mutations() {
        "section 0 'zero_grad': graph 5 is out of range"},
       {"schedule section out of range", [](ProgramDesc& p) { p.schedule[2].section = -3; },
        "schedule call 2 (id 2): section -3 is out of range"},
-      {"blob out of range", [](ProgramDesc& p) { tensor(p, "scale").blob = 40; }, "blob 40 is out of range"},
-      {"materializer out of range", [](ProgramDesc& p) { tensor(p, "gemm1.weight").materializer = 9; },
+      {"blob out of range", [](ProgramDesc& p) { tensor(p, "scale").blob = 40; },
+       "blob 40 is out of range"},
+      {"materializer out of range",
+       [](ProgramDesc& p) { tensor(p, "gemm1.weight").materializer = 9; },
        "'gemm1.weight': materializer 9 is out of range"},
       {"grad out of range", [](ProgramDesc& p) { tensor(p, "gemm1.weight").grad = -2; },
        "grad -2 is out of range (the program has"},
@@ -103,15 +108,36 @@ std::vector<Mutation> mutations() {
        "graph 1 'predict': sections[0] 12 is out of range"},
       {"graph section of another graph", [](ProgramDesc& p) { p.graphs[1].sections[0] = 0; },
        "sections[0] is section 0 'zero_grad', which belongs to graph 0"},
-      {"binding argin out of range", [](ProgramDesc& p) { kernel(p, "sgd_gemm1.weight").ops[1].bindings[0].argin = 4; },
+      {"binding argin out of range",
+       [](ProgramDesc& p) { kernel(p, "sgd_gemm1.weight").ops[1].bindings[0].argin = 4; },
        "binding of 'alpha' to argin 4 is out of range (the program has 4 argins)"},
       // Shapes and sizes.
-      {"overflowing shape", [=](ProgramDesc& p) { tensor(p, "h1").shape = {big, big}; },
-       "'h1': shape [1099511627776, 1099511627776] of float32 has more elements or bytes than fit in 64 bits"},
-      {"overflowing bytes", [=](ProgramDesc& p) { tensor(p, "h1").shape = {big, big / 1024 * 1024 / 4096}; },
+      {"overflowing shape",
+       [=](ProgramDesc& p) {
+         tensor(p, "h1").shape = {big, big};
+       },
+       "'h1': shape [1099511627776, 1099511627776] of float32 has more elements or bytes than fit "
+       "in 64 bits"},
+      {"overflowing bytes",
+       [=](ProgramDesc& p) {
+         tensor(p, "h1").shape = {big, big / 1024 * 1024 / 4096};
+       },
        "has more elements or bytes than fit in 64 bits"},
-      {"negative dim", [](ProgramDesc& p) { tensor(p, "h1").shape = {8, -32}; }, "'h1': shape [8, -32] has negative dim 1"},
-      {"rank 17", [](ProgramDesc& p) { tensor(p, "h1").shape = Dims(17, 1); }, "'h1': rank 17 exceeds the maximum of 16"},
+      {"strides of an empty shape that overflow",
+       [=](ProgramDesc& p) {
+         TensorDesc& t = tensor(p, "loss");
+         t.shape = {0, big, big};
+         t.strides = {1, 1, 1};
+         t.nbytes = 0;
+       },
+       "'loss': strides [1, 1, 1] on a tensor that owns its bytes"},
+      {"negative dim",
+       [](ProgramDesc& p) {
+         tensor(p, "h1").shape = {8, -32};
+       },
+       "'h1': shape [8, -32] has negative dim 1"},
+      {"rank 17", [](ProgramDesc& p) { tensor(p, "h1").shape = Dims(17, 1); },
+       "'h1': rank 17 exceeds the maximum of 16"},
       {"nbytes not numel * size", [](ProgramDesc& p) { tensor(p, "gemm1.weight").nbytes = 100; },
        "'gemm1.weight': nbytes 100 but its 512 elements of float32 take 2048 bytes"},
       {"offset outside arena",
@@ -125,84 +151,142 @@ std::vector<Mutation> mutations() {
       {"lower bound above peak", [](ProgramDesc& p) { p.memory.lower_bound_bytes = p.memory.peak_bytes + 1; },
        "lower_bound_bytes"},
       // Storage relations.
-      {"persistent overlap", [](ProgramDesc& p) { tensor(p, "gemm1.bias").arena_offset = tensor(p, "gemm1.weight").arena_offset + 64; },
+      {"persistent overlap",
+       [](ProgramDesc& p) {
+         tensor(p, "gemm1.bias").arena_offset = tensor(p, "gemm1.weight").arena_offset + 64;
+       },
        "overlap in the DDR arena; persistent tensors need their own bytes"},
       {"intermediate over an output", [](ProgramDesc& p) { tensor(p, "h1").arena_offset = tensor(p, "predict.probs").arena_offset; },
        "'h1' [", },
       {"region disagreement", [](ProgramDesc& p) { tensor(p, "predict.x").arena_offset += 64; p.memory.activation_bytes[2] += 64; p.memory.peak_bytes += 64; },
        "'predict.x': region 'io.x' is HOST"},
-      {"alias of an alias", [](ProgramDesc& p) {
-         TensorDesc a = tensor(p, "logits.t");
-         a.name = "logits.t.t";
-         a.alias_of = find_tensor(p, "logits.t");
-         p.tensors.push_back(a);
-       }, "'logits.t.t': alias_of tensor", },
+      {
+          "alias of an alias",
+          [](ProgramDesc& p) {
+            TensorDesc a = tensor(p, "logits.t");
+            a.name = "logits.t.t";
+            a.alias_of = find_tensor(p, "logits.t");
+            p.tensors.push_back(a);
+          },
+          "'logits.t.t': alias_of tensor",
+      },
       {"alias view past its base", [](ProgramDesc& p) { tensor(p, "logits.t").view_offset = 1; },
-       "'logits.t': view (offset 1, strides [1, 4], shape [4, 8]) reads past the 128 bytes of its base tensor"},
-      {"alias with bytes", [](ProgramDesc& p) { tensor(p, "logits.t").nbytes = 128; }, "an alias owns no bytes"},
-      {"alias stride count", [](ProgramDesc& p) { tensor(p, "logits.t").strides = {1}; }, "1 strides for a shape of rank 2"},
-      {"owner strides not contiguous", [](ProgramDesc& p) { tensor(p, "h1").strides = {1, 8}; }, "must be empty or contiguous [32, 1]"},
+       "'logits.t': view (offset 1, strides [1, 4], shape [4, 8]) reads past the 128 bytes of its "
+       "base tensor"},
+      {"alias with bytes", [](ProgramDesc& p) { tensor(p, "logits.t").nbytes = 128; },
+       "an alias owns no bytes"},
+      {"alias stride count", [](ProgramDesc& p) { tensor(p, "logits.t").strides = {1}; },
+       "1 strides for a shape of rank 2"},
+      {"owner strides not contiguous",
+       [](ProgramDesc& p) {
+         tensor(p, "h1").strides = {1, 8};
+       },
+       "must be empty or the contiguous strides of shape [8, 32]"},
       {"blob size mismatch", [](ProgramDesc& p) { p.blobs[0].data.push_back(1); },
        "'gemm1.bias': blob 0 holds 129 bytes, but the tensor has nbytes 128"},
-      {"blob and materializer", [](ProgramDesc& p) { tensor(p, "gemm1.bias").materializer = 0; }, "has both blob 0 and materializer 0"},
-      {"materializer on an input", [](ProgramDesc& p) { tensor(p, "y").materializer = 1; }, "only parameters, buffers and optimizer state"},
-      {"parameter grad not a gradient", [](ProgramDesc& p) { tensor(p, "gemm1.weight").grad = find_tensor(p, "h1"); },
+      {"blob and materializer", [](ProgramDesc& p) { tensor(p, "gemm1.bias").materializer = 0; },
+       "has both blob 0 and materializer 0"},
+      {"materializer on an input", [](ProgramDesc& p) { tensor(p, "y").materializer = 1; },
+       "only parameters, buffers and optimizer state"},
+      {"parameter grad not a gradient",
+       [](ProgramDesc& p) { tensor(p, "gemm1.weight").grad = find_tensor(p, "h1"); },
        "'gemm1.weight': grad tensor"},
-      {"batch dim beyond rank", [](ProgramDesc& p) { tensor(p, "y").batch_dim = 1; }, "'y': batch_dim 1 is not -1 or a dim"},
-      {"owner unknown", [](ProgramDesc& p) { tensor(p, "gemm1.weight.grad").owner = "nope"; }, "owner 'nope' is not a tensor"},
+      {"batch dim beyond rank", [](ProgramDesc& p) { tensor(p, "y").batch_dim = 1; },
+       "'y': batch_dim 1 is not -1 or a dim"},
+      {"owner unknown", [](ProgramDesc& p) { tensor(p, "gemm1.weight.grad").owner = "nope"; },
+       "owner 'nope' is not a tensor"},
       // Enum codes.
-      {"dtype code", [](ProgramDesc& p) { tensor(p, "h1").dtype = static_cast<DType>(42); }, "'h1': dtype code 42 is not a dtype (0..9)"},
-      {"role code", [](ProgramDesc& p) { tensor(p, "h1").role = static_cast<TensorRole>(10); }, "'h1': role code 10 is not a role"},
-      {"mem code", [](ProgramDesc& p) { tensor(p, "h1").mem = static_cast<MemType>(3); }, "'h1': mem code 3 is not a memory type"},
-      {"section type code", [](ProgramDesc& p) { p.sections[2].type = static_cast<SectionType>(6); }, "type code 6 is not a section type"},
-      {"mapping code", [](ProgramDesc& p) { p.graphs[0].mapping = static_cast<Mapping>(2); }, "mapping code 2 is not a mapping"},
-      {"argin kind code", [](ProgramDesc& p) { p.argins[0].kind = static_cast<ArginKind>(9); }, "argin 0 'sgd.lr': kind code 9"},
-      {"dtype attribute code", [](ProgramDesc& p) { kernel(p, "zero_grads").ops[2].attrs.set("dtype", static_cast<DType>(77)); },
+      {"dtype code", [](ProgramDesc& p) { tensor(p, "h1").dtype = static_cast<DType>(42); },
+       "'h1': dtype code 42 is not a dtype (0..9)"},
+      {"role code", [](ProgramDesc& p) { tensor(p, "h1").role = static_cast<TensorRole>(10); },
+       "'h1': role code 10 is not a role"},
+      {"mem code", [](ProgramDesc& p) { tensor(p, "h1").mem = static_cast<MemType>(3); },
+       "'h1': mem code 3 is not a memory type"},
+      {"section type code",
+       [](ProgramDesc& p) { p.sections[2].type = static_cast<SectionType>(6); },
+       "type code 6 is not a section type"},
+      {"mapping code", [](ProgramDesc& p) { p.graphs[0].mapping = static_cast<Mapping>(2); },
+       "mapping code 2 is not a mapping"},
+      {"argin kind code", [](ProgramDesc& p) { p.argins[0].kind = static_cast<ArginKind>(9); },
+       "argin 0 'sgd.lr': kind code 9"},
+      {"dtype attribute code",
+       [](ProgramDesc& p) {
+         kernel(p, "zero_grads").ops[2].attrs.set("dtype", static_cast<DType>(77));
+       },
        "attribute 'dtype': dtype code 77 is not a dtype"},
       // Names.
       {"duplicate tensor name", [](ProgramDesc& p) { tensor(p, "h1").name = "gemm1.weight"; },
        "'gemm1.weight': name already used by tensor"},
       {"empty tensor name", [](ProgramDesc& p) { tensor(p, "h1").name = ""; }, ": name is empty"},
-      {"duplicate argin", [](ProgramDesc& p) { p.argins[1].name = "sgd.lr"; }, "argin 1 'sgd.lr': name already used by argin 0"},
-      {"duplicate section id", [](ProgramDesc& p) { p.sections[1].id = 0; }, "id 0 already used by section 0"},
-      {"duplicate call id", [](ProgramDesc& p) { p.schedule[1].id = 0; }, "call id 0 already used by call 0"},
-      {"duplicate graph name", [](ProgramDesc& p) { p.graphs[1].name = "train"; }, "graph 1 'train': name already used by graph 0"},
-      {"duplicate metadata key", [](ProgramDesc& p) { p.metadata.emplace_back("model", "again"); }, "key 'model' already used"},
+      {"duplicate argin", [](ProgramDesc& p) { p.argins[1].name = "sgd.lr"; },
+       "argin 1 'sgd.lr': name already used by argin 0"},
+      {"duplicate section id", [](ProgramDesc& p) { p.sections[1].id = 0; },
+       "id 0 already used by section 0"},
+      {"duplicate call id", [](ProgramDesc& p) { p.schedule[1].id = 0; },
+       "call id 0 already used by call 0"},
+      {"duplicate graph name", [](ProgramDesc& p) { p.graphs[1].name = "train"; },
+       "graph 1 'train': name already used by graph 0"},
+      {"duplicate metadata key", [](ProgramDesc& p) { p.metadata.emplace_back("model", "again"); },
+       "key 'model' already used"},
       {"empty program name", [](ProgramDesc& p) { p.name.clear(); }, "program: name is empty"},
       {"opt level", [](ProgramDesc& p) { p.opt_level = 9; }, "opt_level 9 is not 0..3"},
       // Ops against the registry.
-      {"unknown op", [](ProgramDesc& p) { kernel(p, "loss").ops[0].op = "cross_entropyy"; }, "op 0 'cross_entropyy'"},
-      {"unknown attribute", [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].attrs.set("bogus", int64_t{1}); },
+      {"unknown op", [](ProgramDesc& p) { kernel(p, "loss").ops[0].op = "cross_entropyy"; },
+       "op 0 'cross_entropyy'"},
+      {"unknown attribute",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].attrs.set("bogus", int64_t{1}); },
        "op 'dropout' has no attribute 'bogus'"},
-      {"attribute of the wrong type", [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].attrs.set("p", std::string("high")); },
+      {"attribute of the wrong type",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].attrs.set("p", std::string("high")); },
        "'p'"},
-      {"missing required attribute", [](ProgramDesc& p) { kernel(p, "zero_grads").ops[0].attrs = Attrs{}; },
+      {"missing required attribute",
+       [](ProgramDesc& p) { kernel(p, "zero_grads").ops[0].attrs = Attrs{}; },
        "op 'zeros' requires attribute 'shape'"},
-      {"too many inputs", [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[1].inputs.push_back(0); },
+      {"too many inputs",
+       [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[1].inputs.push_back(0); },
        "op 1 'tanh': 2 inputs, but the op takes 1"},
-      {"too few inputs", [](ProgramDesc& p) { kernel(p, "loss").ops[0].inputs.resize(1); }, "1 inputs, but the op takes 2 to 3"},
-      {"required input absent", [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[0].inputs[1] = -1; },
+      {"too few inputs", [](ProgramDesc& p) { kernel(p, "loss").ops[0].inputs.resize(1); },
+       "1 inputs, but the op takes 2 to 3"},
+      {"required input absent",
+       [](ProgramDesc& p) { kernel(p, "gemm1_tanh").ops[0].inputs[1] = -1; },
        "input 1 ('weight') -1 is out of range"},
-      {"two outputs", [](ProgramDesc& p) { kernel(p, "loss").ops[0].outputs.push_back(0); }, "2 outputs, but the op gives 1"},
-      {"binding unknown attribute", [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings[0].attr = "rate"; },
+      {"two outputs", [](ProgramDesc& p) { kernel(p, "loss").ops[0].outputs.push_back(0); },
+       "2 outputs, but the op gives 1"},
+      {"binding unknown attribute",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings[0].attr = "rate"; },
        "binding names attribute 'rate', which op 'dropout' does not have"},
-      {"binding int attribute to float argin", [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings[1].argin = 0; },
+      {"binding int attribute to float argin",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings[1].argin = 0; },
        "attribute 'seed' (int) cannot take argin 0 'sgd.lr'"},
-      {"input not in kernel reads", [](ProgramDesc& p) { kernel(p, "gemm1_tanh").reads.erase(kernel(p, "gemm1_tanh").reads.begin()); },
+      {"input not in kernel reads",
+       [](ProgramDesc& p) {
+         kernel(p, "gemm1_tanh").reads.erase(kernel(p, "gemm1_tanh").reads.begin());
+       },
        "input 0 ('x') tensor 0 'x' is missing from the kernel's reads and writes"},
-      {"output not in kernel writes", [](ProgramDesc& p) { kernel(p, "loss").writes.clear(); }, "output 0 tensor"},
-      {"kernel without ops", [](ProgramDesc& p) { kernel(p, "loss").ops.clear(); }, "kernel 3 'loss': has no ops"},
+      {"output not in kernel writes", [](ProgramDesc& p) { kernel(p, "loss").writes.clear(); },
+       "output 0 tensor"},
+      {"kernel without ops", [](ProgramDesc& p) { kernel(p, "loss").ops.clear(); },
+       "kernel 3 'loss': has no ops"},
       // Argins, graphs, materializers.
-      {"argin default not a number", [](ProgramDesc& p) { p.argins[0].default_value = std::string("x"); }, "is not an int or a float"},
-      {"dropout seed float", [](ProgramDesc& p) { p.argins[3].default_value = 1.5; }, "a dropout seed needs an int default"},
-      {"graph input of wrong role", [](ProgramDesc& p) { p.graphs[0].inputs[0] = find_tensor(p, "h1"); },
+      {"argin default not a number",
+       [](ProgramDesc& p) { p.argins[0].default_value = std::string("x"); },
+       "is not an int or a float"},
+      {"dropout seed float", [](ProgramDesc& p) { p.argins[3].default_value = 1.5; },
+       "a dropout seed needs an int default"},
+      {"graph input of wrong role",
+       [](ProgramDesc& p) { p.graphs[0].inputs[0] = find_tensor(p, "h1"); },
        "graph 0 'train': inputs[0] is tensor"},
-      {"graph output grads count", [](ProgramDesc& p) { p.graphs[0].output_grads.clear(); }, "0 output_grads for 1 outputs"},
-      {"graph parameter of wrong role", [](ProgramDesc& p) { p.graphs[0].parameters.push_back(find_tensor(p, "scale")); },
+      {"graph output grads count", [](ProgramDesc& p) { p.graphs[0].output_grads.clear(); },
+       "0 output_grads for 1 outputs"},
+      {"graph parameter of wrong role",
+       [](ProgramDesc& p) { p.graphs[0].parameters.push_back(find_tensor(p, "scale")); },
        "a constant, not a parameter"},
-      {"micro batch above batch", [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 64; }, "micro_batch_size 64 exceeds batch_size 8"},
-      {"empty materializer kind", [](ProgramDesc& p) { p.materializers[1].kind.clear(); }, "materializer 1: kind is empty"},
-      {"materializer parameter without value", [](ProgramDesc& p) { p.materializers[0].params.set("a", std::monostate{}); },
+      {"micro batch above batch", [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 64; },
+       "micro_batch_size 64 exceeds batch_size 8"},
+      {"empty materializer kind", [](ProgramDesc& p) { p.materializers[1].kind.clear(); },
+       "materializer 1: kind is empty"},
+      {"materializer parameter without value",
+       [](ProgramDesc& p) { p.materializers[0].params.set("a", std::monostate{}); },
        "parameter 'a' has no value"},
   };
 }
@@ -210,7 +294,8 @@ std::vector<Mutation> mutations() {
 INSTANTIATE_TEST_SUITE_P(Mutations, PefVerify, ::testing::ValuesIn(mutations()),
                          [](const ::testing::TestParamInfo<Mutation>& info) {
                            std::string n;
-                           for (char c : info.param.what) n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : info.param.what)
+                             n += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });
 
@@ -221,35 +306,40 @@ using flatbuffers::FlatBufferBuilder;
 
 // A minimal program holding one blob with the fields given directly, and
 // (when `attach`) one Constant tensor of `nbytes` bytes taking its contents.
-std::vector<uint8_t> one_blob_file(uint64_t nbytes, uint64_t declared, const std::vector<uint8_t>& stored,
-                                   fb::Compression compression, uint64_t checksum, bool attach = true) {
+std::vector<uint8_t> one_blob_file(uint64_t nbytes, uint64_t declared,
+                                   const std::vector<uint8_t>& stored, fb::Compression compression,
+                                   uint64_t checksum, bool attach = true) {
   FlatBufferBuilder fbb;
   auto data = fbb.CreateVector(stored);
   auto blob = fb::CreateBlob(fbb, compression, declared, checksum, data);
   std::vector<int64_t> shape = {static_cast<int64_t>(nbytes)};
-  auto tensor = fb::CreateTensorDirect(fbb, "c", fb::DType::UInt8, &shape, fb::TensorRole::Constant,
-                                       fb::MemType::DDR, 0, nbytes, nullptr, -1, nullptr, 0, attach ? 0 : -1);
+  auto tensor =
+      fb::CreateTensorDirect(fbb, "c", fb::DType::UInt8, &shape, fb::TensorRole::Constant,
+                             fb::MemType::DDR, 0, nbytes, nullptr, -1, nullptr, 0, attach ? 0 : -1);
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {tensor};
   std::vector<flatbuffers::Offset<fb::Blob>> blobs = {blob};
   uint64_t arenas[3] = {nbytes, 0, 0};
   auto arena_v = fbb.CreateVector(arenas, 3);
   auto memory = fb::CreateMemoryPlan(fbb, arena_v, nbytes, 0);
-  auto root = fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "one_blob", 1, &tensors, nullptr,
-                                      nullptr, nullptr, nullptr, &blobs, nullptr, nullptr, memory);
+  auto root =
+      fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "one_blob", 1, &tensors,
+                              nullptr, nullptr, nullptr, nullptr, &blobs, nullptr, nullptr, memory);
   fb::FinishProgramBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
 
 // A program with no tensors whose only materializer has the given params.
-std::vector<uint8_t> params_file(const std::function<flatbuffers::Offset<fb::Attr>(FlatBufferBuilder&)>& make_attr) {
+std::vector<uint8_t> params_file(
+    const std::function<flatbuffers::Offset<fb::Attr>(FlatBufferBuilder&)>& make_attr) {
   FlatBufferBuilder fbb;
   std::vector<flatbuffers::Offset<fb::Attr>> params = {make_attr(fbb)};
   auto mat = fb::CreateMaterializerDirect(fbb, "zeros", &params);
   std::vector<flatbuffers::Offset<fb::Materializer>> mats = {mat};
   uint64_t arenas[3] = {0, 0, 0};
   auto memory = fb::CreateMemoryPlan(fbb, fbb.CreateVector(arenas, 3), 0, 0);
-  auto root = fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "params", 1, nullptr, nullptr,
-                                      nullptr, nullptr, nullptr, nullptr, &mats, nullptr, memory);
+  auto root =
+      fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "params", 1, nullptr, nullptr,
+                              nullptr, nullptr, nullptr, nullptr, &mats, nullptr, memory);
   fb::FinishProgramBuffer(fbb, root);
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
 }
@@ -274,7 +364,8 @@ std::string refusal(const std::vector<uint8_t>& bytes, Status want = Status::Cor
 
 TEST(PefCrafted, HandBuiltBlobFileIsAccepted) {
   std::vector<uint8_t> raw(1000, 7);
-  ProgramDesc p = parse_pef(one_blob_file(1000, 1000, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw)));
+  ProgramDesc p =
+      parse_pef(one_blob_file(1000, 1000, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw)));
   ASSERT_EQ(p.blobs.size(), 1u);
   EXPECT_EQ(p.blobs[0].data, raw);
 }
@@ -292,11 +383,13 @@ TEST(PefCrafted, HugeDeclaredSizeCostsNothing) {
   std::vector<uint8_t> raw(1000, 3);
   uint64_t huge = uint64_t{1} << 40;
   // Attached to a tensor: refused from the sizes alone.
-  EXPECT_HAS(refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw))),
-             "tensor 0 'c': blob 0 holds 1099511627776 bytes, but the tensor has nbytes 1000");
+  EXPECT_HAS(
+      refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw))),
+      "tensor 0 'c': blob 0 holds 1099511627776 bytes, but the tensor has nbytes 1000");
   // Not attached: decompression stops where the data does, having allocated
   // only a few MiB (under ASan, a 1 TiB allocation would abort the test).
-  EXPECT_HAS(refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw), false)),
+  EXPECT_HAS(refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd,
+                                   blob_checksum(raw), false)),
              "blob 0: decompresses to 1000 bytes, declared 1099511627776");
 }
 
@@ -319,8 +412,9 @@ TEST(PefCrafted, DamagedZstdFrames) {
   std::vector<uint8_t> short_raw(raw.begin(), raw.end() - 1);
   EXPECT_HAS(refusal(one_blob_file(raw.size(), raw.size(), short_raw, fb::Compression::None, sum)),
              "blob 0: stored uncompressed with 16383 bytes, declared 16384");
-  EXPECT_HAS(refusal(one_blob_file(raw.size(), raw.size(), raw, static_cast<fb::Compression>(9), sum)),
-             "blob 0: compression code 9 is not one this runtime knows");
+  EXPECT_HAS(
+      refusal(one_blob_file(raw.size(), raw.size(), raw, static_cast<fb::Compression>(9), sum)),
+      "blob 0: compression code 9 is not one this runtime knows");
 }
 
 TEST(PefCrafted, UnknownUnionKindAndMissingValue) {
@@ -328,19 +422,24 @@ TEST(PefCrafted, UnknownUnionKindAndMissingValue) {
     auto v = fb::CreateIntValue(fbb, 5);
     return fb::CreateAttrDirect(fbb, "a", static_cast<fb::Value>(20), v.Union());
   });
-  EXPECT_HAS(refusal(unknown), "materializer 0 'zeros' attribute 'a': value kind code 20 is not one this runtime knows");
-  auto missing = params_file([](FlatBufferBuilder& fbb) { return fb::CreateAttrDirect(fbb, "a", fb::Value::IntValue); });
+  EXPECT_HAS(
+      refusal(unknown),
+      "materializer 0 'zeros' attribute 'a': value kind code 20 is not one this runtime knows");
+  auto missing = params_file(
+      [](FlatBufferBuilder& fbb) { return fb::CreateAttrDirect(fbb, "a", fb::Value::IntValue); });
   EXPECT_HAS(refusal(missing), "attribute 'a': value of kind IntValue has no data");
   auto twice = [] {
     FlatBufferBuilder fbb;
     std::vector<flatbuffers::Offset<fb::Attr>> params = {
         fb::CreateAttrDirect(fbb, "a", fb::Value::IntValue, fb::CreateIntValue(fbb, 1).Union()),
         fb::CreateAttrDirect(fbb, "a", fb::Value::IntValue, fb::CreateIntValue(fbb, 2).Union())};
-    std::vector<flatbuffers::Offset<fb::Materializer>> mats = {fb::CreateMaterializerDirect(fbb, "zeros", &params)};
+    std::vector<flatbuffers::Offset<fb::Materializer>> mats = {
+        fb::CreateMaterializerDirect(fbb, "zeros", &params)};
     uint64_t arenas[3] = {0, 0, 0};
     auto memory = fb::CreateMemoryPlan(fbb, fbb.CreateVector(arenas, 3), 0, 0);
-    fb::FinishProgramBuffer(fbb, fb::CreateProgramDirect(fbb, 1, 0, "", "p", 1, nullptr, nullptr, nullptr, nullptr,
-                                                         nullptr, nullptr, &mats, nullptr, memory));
+    fb::FinishProgramBuffer(
+        fbb, fb::CreateProgramDirect(fbb, 1, 0, "", "p", 1, nullptr, nullptr, nullptr, nullptr,
+                                     nullptr, nullptr, &mats, nullptr, memory));
     return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   }();
   EXPECT_HAS(refusal(twice), "attribute 'a' appears twice");
@@ -351,12 +450,15 @@ TEST(PefCrafted, UnknownUnionKindAndMissingValue) {
 // million tables. The table limit refuses it.
 TEST(PefCrafted, SharedTableBombRefused) {
   FlatBufferBuilder fbb;
-  auto attr = fb::CreateAttrDirect(fbb, "alpha", fb::Value::FloatValue, fb::CreateFloatValue(fbb, 1).Union());
+  auto attr = fb::CreateAttrDirect(fbb, "alpha", fb::Value::FloatValue,
+                                   fb::CreateFloatValue(fbb, 1).Union());
   std::vector<flatbuffers::Offset<fb::Attr>> attrs(1000, attr);
   auto call = fb::CreateOpCallDirect(fbb, "add", &attrs);
   std::vector<flatbuffers::Offset<fb::OpCall>> ops(1000, call);
-  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {fb::CreateKernelDirect(fbb, "k", fb::Fusion::Opaque, &ops)};
-  fb::FinishProgramBuffer(fbb, fb::CreateProgramDirect(fbb, 1, 0, "", "bomb", 1, nullptr, &kernels));
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {
+      fb::CreateKernelDirect(fbb, "k", fb::Fusion::Opaque, &ops)};
+  fb::FinishProgramBuffer(fbb,
+                          fb::CreateProgramDirect(fbb, 1, 0, "", "bomb", 1, nullptr, &kernels));
   std::vector<uint8_t> bytes(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
   ASSERT_LT(bytes.size(), 64u << 10);
   EXPECT_HAS(refusal(bytes), "the FlatBuffers structure is damaged");
@@ -366,12 +468,14 @@ TEST(PefCrafted, ArenaCountAndFusionCode) {
   FlatBufferBuilder fbb;
   uint64_t arenas[2] = {0, 0};
   auto memory = fb::CreateMemoryPlan(fbb, fbb.CreateVector(arenas, 2), 0, 0);
-  fb::FinishProgramBuffer(fbb, fb::CreateProgramDirect(fbb, 1, 0, "", "p", 1, nullptr, nullptr, nullptr, nullptr,
-                                                       nullptr, nullptr, nullptr, nullptr, memory));
+  fb::FinishProgramBuffer(
+      fbb, fb::CreateProgramDirect(fbb, 1, 0, "", "p", 1, nullptr, nullptr, nullptr, nullptr,
+                                   nullptr, nullptr, nullptr, nullptr, memory));
   EXPECT_HAS(refusal({fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()}),
              "memory plan: 2 arena sizes, expected 3");
   FlatBufferBuilder fk;
-  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {fb::CreateKernelDirect(fk, "k", static_cast<fb::Fusion>(9))};
+  std::vector<flatbuffers::Offset<fb::Kernel>> kernels = {
+      fb::CreateKernelDirect(fk, "k", static_cast<fb::Fusion>(9))};
   fb::FinishProgramBuffer(fk, fb::CreateProgramDirect(fk, 1, 0, "", "p", 1, nullptr, &kernels));
   EXPECT_HAS(refusal({fk.GetBufferPointer(), fk.GetBufferPointer() + fk.GetSize()}),
              "kernel 0 'k': fusion code 9 is not a fusion class");
