@@ -22,10 +22,11 @@ struct ExecutionContext::SectionGraph {
   std::exception_ptr error;
 };
 
-ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state)
-    : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes) {
+ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state,
+                                   const ExecutionContext* batch_owner)
+    : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes), state_(&state) {
   build_tensors(state);
-  build_batch_buffers();
+  build_batch_buffers(batch_owner);
   graphs_.resize(program_->sections().size());
 }
 
@@ -139,7 +140,15 @@ void ExecutionContext::run_section(int32_t section, const RunValues& values) {
   if (g.error) std::rethrow_exception(g.error);
 }
 
-void ExecutionContext::build_batch_buffers() {
+ExecutionContext& ExecutionContext::slot(int i) {
+  if (i == 0) return *this;
+  if (slots_.size() < static_cast<size_t>(i)) slots_.resize(static_cast<size_t>(i));
+  auto& s = slots_[static_cast<size_t>(i - 1)];
+  if (!s) s = std::make_unique<ExecutionContext>(program_, *state_, this);
+  return *s;
+}
+
+void ExecutionContext::build_batch_buffers(const ExecutionContext* owner) {
   const pef::ProgramDesc& d = program_->desc();
   split_of_.assign(d.tensors.size(), -1);
   uint64_t total = 0;
@@ -160,9 +169,16 @@ void ExecutionContext::build_batch_buffers() {
       if (t >= 0) consider(t);
   }
   if (todo.empty()) return;
-  batch_area_ = DeviceArena(total);
+  if (owner) {
+    // A pipeline slot views its owner's whole-batch buffers.
+    splits_ = owner->splits_;
+    for (BatchSplit& sp : splits_) sp.aliases.clear();
+  } else {
+    batch_area_ = DeviceArena(total);
+  }
   uint64_t at = 0;
   for (auto [t, n] : todo) {
+    if (owner) break;
     const auto& td = d.tensors[static_cast<size_t>(t)];
     Dims full_shape = td.shape;
     full_shape[0] *= n;

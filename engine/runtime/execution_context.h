@@ -33,8 +33,11 @@ struct RunValues {
 
 class ExecutionContext {
  public:
-  // `state` is the shared state area; it must outlive the context.
-  ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state);
+  // `state` is the shared state area; it must outlive the context. A
+  // pipeline slot (see slot()) passes the context whose whole-batch input
+  // and output buffers it shares.
+  ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state,
+                   const ExecutionContext* batch_owner = nullptr);
   ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
@@ -60,6 +63,17 @@ class ExecutionContext {
   const Tensor& full_tensor(int32_t t) const;
   bool is_batch_split(int32_t t) const;
 
+  // Runs one kernel of the program on this context.
+  void run_kernel(int32_t kernel, const RunValues& values);
+
+  // Pipeline slot i (0 is this context): a context with its own activation
+  // area sharing this one's whole-batch buffers, so micro-batches can be in
+  // flight in several slots at once. Created on first use.
+  ExecutionContext& slot(int i);
+
+  // Opaque per-context cache of the micro-batch pipelines built for it.
+  std::shared_ptr<void>& pipeline_cache() { return pipeline_cache_; }
+
  private:
   struct StepArgs {
     std::vector<Tensor> inputs;
@@ -69,7 +83,6 @@ class ExecutionContext {
   struct SectionGraph;
 
   void build_tensors(const DeviceMemory& state);
-  void run_kernel(int32_t kernel, const RunValues& values);
   SectionGraph& graph_of(int32_t section);
 
   struct BatchSplit {
@@ -78,7 +91,7 @@ class ExecutionContext {
     int64_t micro_numel;    // elements per micro-batch
     std::vector<int32_t> aliases;
   };
-  void build_batch_buffers();
+  void build_batch_buffers(const ExecutionContext* owner);
 
   std::shared_ptr<const Program> program_;
   DeviceMemory activation_;
@@ -86,6 +99,9 @@ class ExecutionContext {
   std::vector<BatchSplit> splits_;
   std::vector<int32_t> split_of_;  // per tensor: index into splits_, or -1
   std::vector<AttrValue> argin_values_;
+  const DeviceMemory* state_ = nullptr;
+  std::vector<std::unique_ptr<ExecutionContext>> slots_;
+  std::shared_ptr<void> pipeline_cache_;
   std::vector<Tensor> tensors_;
   std::vector<std::vector<StepArgs>> args_;  // per kernel, per step
   std::vector<std::unique_ptr<SectionGraph>> graphs_;

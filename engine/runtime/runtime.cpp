@@ -8,6 +8,7 @@
 #include "engine/core/error.h"
 #include "engine/ops/autograd.h"
 #include "engine/runtime/checkpoint.h"
+#include "engine/runtime/pipeline.h"
 #include "engine/runtime/profile_events.h"
 #include "engine/runtime/profiler.h"
 
@@ -33,6 +34,8 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
   for (const auto& a : program_->desc().argins) argins_.push_back(a.default_value);
   for (const auto& k : program_->kernels())
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
+  for (const auto& s : program_->sections())
+    section_names_.push_back(profiler_ ? profiler_->intern(s.name) : std::string_view());
   initialize_state();
   build_name_lists();
   primary_ = std::make_unique<ExecutionContext>(program_, state_);
@@ -183,6 +186,54 @@ void Runtime::bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool prima
     }
 }
 
+void Runtime::run_section_profiled(ExecutionContext& ctx, int32_t s, const RunValues& values, int64_t micro_batch) {
+  const SectionPlan& sp = program_->sections()[static_cast<size_t>(s)];
+  std::optional<ProfileScope> scope;
+  if (profiler_ && profiler_->enabled(ProfileCategory::Section)) {
+    scope.emplace(*profiler_, section_names_[static_cast<size_t>(s)], ProfileCategory::Section);
+    scope->arg(profile_events::kArgSectionId, int64_t{sp.id});
+    if (micro_batch >= 0) scope->arg(profile_events::kArgMicroBatch, micro_batch);
+  }
+  ctx.run_section(s, values);
+}
+
+void Runtime::run_micro_batches(ExecutionContext& ctx, const std::vector<int32_t>& sections, int64_t micro,
+                                const RunValues& values) {
+  const auto& d = program_->desc();
+  const auto& g = d.graphs[static_cast<size_t>(program_->sections()[static_cast<size_t>(sections[0])].graph)];
+  // Outputs reduced over a micro-batch (losses) are averaged over them.
+  std::vector<int32_t> averaged;
+  for (int32_t o : g.outputs)
+    if (!ctx.is_batch_split(o) && pef::in_activation_area(d.tensors[static_cast<size_t>(o)].role)) averaged.push_back(o);
+  std::vector<Tensor> sums;
+  for (int32_t o : averaged) sums.push_back(Tensor::zeros(d.tensors[static_cast<size_t>(o)].shape, DType::Float64));
+  auto collect = [&](int64_t, ExecutionContext& slot) {
+    for (size_t k = 0; k < averaged.size(); ++k) {
+      const Tensor v = slot.tensor(averaged[k]).to(DType::Float64);
+      double* acc = sums[k].data<double>();
+      const double* x = v.data<double>();
+      for (int64_t e = 0; e < v.numel(); ++e) acc[e] += x[e];
+    }
+  };
+  const int slots = static_cast<int>(std::min<int64_t>(micro, kPipelineSlots));
+  if (pool_.threads() > 1 && slots > 1) {
+    pipeline_for(ctx, sections, micro, slots).run(values, collect);
+  } else {
+    for (int64_t k = 0; k < micro; ++k) {
+      ctx.select_micro_batch(static_cast<int32_t>(k));
+      RunValues v = values;
+      v.rng_step = values.rng_step * micro + k;
+      for (int32_t s : sections) run_section_profiled(ctx, s, v, k);
+      collect(k, ctx);
+    }
+  }
+  ctx.select_micro_batch(0);
+  for (size_t k = 0; k < averaged.size(); ++k) {
+    const Tensor mean = call1("div", {sums[k], Tensor::scalar(static_cast<double>(micro), DType::Float64)});
+    ctx.tensor(averaged[k]).copy_from(mean);
+  }
+}
+
 void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r) {
   const auto& d = program_->desc();
   const auto& sections = program_->sections();
@@ -211,30 +262,12 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
       }
     const auto& g = d.graphs[static_cast<size_t>(first.graph)];
     const int64_t micro = first.micro_batched ? g.batch_size / g.micro_batch_size : 1;
-    // Outputs reduced over a micro-batch (losses) are averaged over them.
-    std::vector<std::pair<int32_t, Tensor>> averaged;
+    std::vector<int32_t> group;
+    for (size_t c = i; c < j; ++c) group.push_back(d.schedule[calls[c]].section);
     if (micro > 1)
-      for (int32_t o : g.outputs)
-        if (!ctx.is_batch_split(o) && pef::in_activation_area(d.tensors[static_cast<size_t>(o)].role))
-          averaged.emplace_back(o, Tensor::zeros(d.tensors[static_cast<size_t>(o)].shape, DType::Float64));
-    for (int64_t k = 0; k < micro; ++k) {
-      if (micro > 1) ctx.select_micro_batch(static_cast<int32_t>(k));
-      for (size_t c = i; c < j; ++c) {
-        const int32_t s = d.schedule[calls[c]].section;
-        std::optional<ProfileScope> scope;
-        if (profiler_ && profiler_->enabled(ProfileCategory::Section)) {
-          scope.emplace(*profiler_, sections[static_cast<size_t>(s)].name, ProfileCategory::Section);
-          scope->arg(profile_events::kArgSectionId, int64_t{sections[static_cast<size_t>(s)].id});
-          scope->arg(profile_events::kArgCallId, int64_t{calls[c]});
-          if (micro > 1) scope->arg(profile_events::kArgMicroBatch, k);
-        }
-        ctx.run_section(s, values);
-      }
-      for (auto& [o, acc] : averaged) acc.copy_from(call1("add", {acc, ctx.tensor(o).to(DType::Float64)}));
-    }
-    if (micro > 1) ctx.select_micro_batch(0);
-    for (auto& [o, acc] : averaged)
-      ctx.tensor(o).copy_from(call1("div", {acc, Tensor::scalar(static_cast<double>(micro), DType::Float64)}));
+      run_micro_batches(ctx, group, micro, values);
+    else
+      for (int32_t s : group) run_section_profiled(ctx, s, values, -1);
     i = j;
   }
 }

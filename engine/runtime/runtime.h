@@ -63,6 +63,9 @@ struct RunInfo {
 
 class Runtime {
  public:
+  // Micro-batches in flight at once when a batch streams through sections.
+  static constexpr int kPipelineSlots = 3;
+
   // Loads a verified program. `pool` (the session's thread pool) and
   // `profiler` (may be null) must outlive the runtime.
   Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler);
@@ -110,12 +113,16 @@ class Runtime {
   void check_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary) const;
   void bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary, const std::vector<int32_t>& graphs_run);
   void run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r);
+  void run_section_profiled(ExecutionContext& ctx, int32_t s, const RunValues& values, int64_t micro_batch);
+  void run_micro_batches(ExecutionContext& ctx, const std::vector<int32_t>& sections, int64_t micro,
+                         const RunValues& values);
 
   std::shared_ptr<const Program> program_;
   ThreadPool& pool_;
   Profiler* profiler_;
   DeviceMemory state_;
-  std::vector<std::string_view> kernel_names_;  // interned for the profiler
+  std::vector<std::string_view> kernel_names_;   // interned for the profiler
+  std::vector<std::string_view> section_names_;  // interned for the profiler
   std::vector<std::string> names_[kNumNameLists];
 
   mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs
