@@ -1063,6 +1063,48 @@ SAMBA_API samba_status samba_session_start_runtime_profile(samba_session* sessio
 SAMBA_API samba_status samba_session_end_runtime_profile(samba_session* session,
                                                          const char* log_file);
 
+/* ---- Measuring ------------------------------------------------------------ */
+
+/* What samba_session_measure_performance / _measure_sections report. The
+ * caller sets struct_size to sizeof(samba_perf_report); the library fills
+ * the fields that fit, so the struct can grow. */
+typedef struct samba_perf_report {
+  size_t struct_size;
+  int32_t section_id;        /* measure_sections: the section; -1 for a whole run */
+  int64_t iterations;        /* timed runs */
+  int64_t batch_size;        /* samples per run (the graph's batch size) */
+  double samples_per_second; /* batch_size * iterations / total time */
+  double latency_mean_ms;
+  double latency_p50_ms;
+  double latency_p99_ms;
+  double latency_max_ms;
+} samba_perf_report;
+
+/* utils.measure_performance: runs `warmup` untimed then `iterations` timed
+ * runs with `inputs` and `opts` (NULL: the whole schedule, which trains the
+ * model) and reports throughput and latency. Errors: those of
+ * samba_session_run, NULL_POINTER (out), INVALID_ARGUMENT (iterations < 1,
+ * warmup < 0, out->struct_size too small for section_id). */
+SAMBA_API samba_status samba_session_measure_performance(samba_session* session,
+                                                         samba_tensor* const* inputs,
+                                                         size_t n_inputs,
+                                                         const samba_run_options* opts,
+                                                         int64_t iterations, int64_t warmup,
+                                                         samba_perf_report* out);
+
+/* utils.measure_sections: for each section of the schedule in order, runs
+ * it alone (after the whole schedule once with `inputs`, so every section
+ * has its inputs) `warmup` + `iterations` times and reports it in
+ * reports[i] (capacity entries, each with struct_size set); *n_sections
+ * gets the number of sections. Sections that update the model (OPT) do so.
+ * Errors: as samba_session_measure_performance, OUT_OF_RANGE (capacity
+ * too small: *n_sections says how many are needed; nothing runs). */
+SAMBA_API samba_status samba_session_measure_sections(samba_session* session,
+                                                      samba_tensor* const* inputs, size_t n_inputs,
+                                                      int64_t iterations, int64_t warmup,
+                                                      samba_perf_report* reports, size_t capacity,
+                                                      size_t* n_sections);
+
 /* ---- Checkpoints ------------------------------------------------------------ */
 
 /* Saves the device values of the loaded PEF's tensors of the kinds in

@@ -59,7 +59,7 @@ class CheckpointFile {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       const int err = errno;
-      fail(err == ENOENT ? Status::NotFound : Status::IoError, "cannot open checkpoint '{}': {}",
+      fail(Status::IoError, "cannot open checkpoint '{}': {}",
            path, std::strerror(err));
     }
     struct stat st;

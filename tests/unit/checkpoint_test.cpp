@@ -471,7 +471,7 @@ TEST(Checkpoint, VersionsAreCheckedAndNamed) {
   EXPECT_NE(std::string(e.what()).find("not a Samba checkpoint"), std::string::npos) << e.what();
 
   EXPECT_EQ(expect_error([&] { read_checkpoint((dir / "absent.ckpt").string()); }, "absent").code(),
-            Status::NotFound);
+            Status::IoError);
   EXPECT_EQ(expect_error([&] { read_checkpoint(dir.string()); }, "directory").code(),
             Status::IoError);
 }
