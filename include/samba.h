@@ -270,6 +270,22 @@ SAMBA_API samba_status samba_tensor_set_grad(samba_tensor* t, samba_tensor* grad
 SAMBA_API samba_status samba_tensor_backward(samba_tensor* t, samba_tensor* grad,
                                              int32_t retain_graph);
 
+/* Marks t as a model parameter (SambaFlow's parameters are marked by
+ * from_torch_model_): the compiler treats it as a weight even when it does
+ * not require grad (a frozen weight). Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_tensor_set_parameter(samba_tensor* t, int32_t is_parameter);
+SAMBA_API samba_status samba_tensor_is_parameter(const samba_tensor* t, int32_t* out);
+
+/* Device memory a compiled tensor should live in (SambaTensor.mem_type):
+ * SAMBA_MEM_AUTO lets the compiler decide (DDR, or HOST for inputs and
+ * outputs with io_host_memory). Errors: NULL_POINTER, INVALID_ARGUMENT. */
+#define SAMBA_MEM_AUTO (-1)
+#define SAMBA_MEM_DDR 0
+#define SAMBA_MEM_HBM 1
+#define SAMBA_MEM_HOST 2
+SAMBA_API samba_status samba_tensor_set_mem_type(samba_tensor* t, int32_t mem_type);
+SAMBA_API samba_status samba_tensor_mem_type(const samba_tensor* t, int32_t* out);
+
 /* ==== Tensor conversions and new tensors ================================== */
 
 /* The dtype argument of samba_tensor_new_* that means "the dtype of t". */
@@ -953,6 +969,41 @@ SAMBA_API samba_status samba_session_run(samba_session* session, samba_tensor* c
                                          size_t n_output_tensors, const samba_run_options* opts,
                                          samba_tensor** outputs, size_t capacity,
                                          size_t* n_outputs);
+
+/* utils.init_output_grads: sets the gradient of every loss output of the
+ * loaded PEF to ones, except the outputs named in `unspecified` (n_unspecified
+ * names; set to zero, for the app to set later) and in `custom_names`
+ * (their values from custom_values, same order). Errors: NULL_POINTER,
+ * INVALID_STATE (no PEF), NOT_FOUND (an unknown output name),
+ * INVALID_ARGUMENT (an output without a gradient), SHAPE_MISMATCH. Checked
+ * before anything changes. */
+SAMBA_API samba_status samba_session_init_output_grads(samba_session* session,
+                                                       const char* const* unspecified,
+                                                       size_t n_unspecified,
+                                                       const char* const* custom_names,
+                                                       samba_tensor* const* custom_values,
+                                                       size_t n_custom);
+
+/* SambaSession.init_multigraph_runtime: loads the multigraph PEF at
+ * `pef_path` and, with transfer_device, copies the values of the tensors
+ * registered by the compile (parameters and buffers that have data) to the
+ * device and sets every output gradient to ones. Errors: those of
+ * samba_session_load_pef. */
+SAMBA_API samba_status samba_session_init_multigraph_runtime(samba_session* session,
+                                                             const char* pef_path,
+                                                             int32_t transfer_device);
+
+/* utils.trace_multigraph: re-traces `graph` (as added with
+ * samba_session_add_graph) and checks it against the graph of the same
+ * name in the loaded PEF, registers the host tensors it met, and writes its
+ * traced outputs (OWNED symbolic tensors named as the PEF names them) to
+ * `outputs`. Errors: NULL_POINTER, INVALID_STATE (no PEF loaded),
+ * NOT_FOUND (the PEF has no graph of that name), INVALID_ARGUMENT (the
+ * re-trace differs), OUT_OF_RANGE (capacity). */
+SAMBA_API samba_status samba_session_trace_multigraph(samba_session* session,
+                                                      const samba_graph* graph,
+                                                      samba_tensor** outputs, size_t capacity,
+                                                      size_t* n_outputs);
 
 /* ---- What the loaded PEF holds ---------------------------------------- */
 

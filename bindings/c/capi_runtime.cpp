@@ -56,6 +56,89 @@ std::vector<Tensor> traced_outputs(const pef::ProgramDesc& p, const pef::GraphDe
   return out;
 }
 
+int graph_output_index(const pef::ProgramDesc& p, const pef::GraphDesc& g, const std::string& name) {
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (p.tensors[static_cast<size_t>(g.outputs[i])].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+void require_output(const pef::ProgramDesc& p, const std::string& name) {
+  std::vector<std::string> all;
+  for (const auto& g : p.graphs) {
+    if (graph_output_index(p, g, name) >= 0) return;
+    for (int32_t t : g.outputs) all.push_back(p.tensors[static_cast<size_t>(t)].name);
+  }
+  fail(Status::NotFound, "init_output_grads: the PEF has no output named '{}'; its outputs are: {}", name,
+       fmt::join(all, ", "));
+}
+
+// The values each output gradient of graph g starts from: ones, zeros for
+// the outputs named in `zeroed`, or the given values. Everything is checked
+// here, before the caller changes anything.
+std::vector<std::pair<std::string, Tensor>> output_grad_values(
+    const pef::ProgramDesc& p, const pef::GraphDesc& g, const std::vector<std::string>& zeroed,
+    const std::vector<std::pair<std::string, Tensor>>& custom) {
+  auto index_of = [&](const std::string& name) {
+    const int i = graph_output_index(p, g, name);
+    if (i < 0) require_output(p, name);
+    SAMBA_CHECK(i >= 0 && g.output_grads[static_cast<size_t>(i)] >= 0, Status::InvalidArgument,
+                "init_output_grads: output '{}' has no gradient in this PEF (not a loss, or an inference PEF)", name);
+    return static_cast<size_t>(i);
+  };
+  std::vector<Tensor> values(g.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    if (g.output_grads[i] < 0) continue;
+    const auto& og = p.tensors[static_cast<size_t>(g.output_grads[i])];
+    Dims shape = og.shape;
+    if (og.batch_dim == 0 && g.micro_batch_size > 0 && g.micro_batch_size < g.batch_size) shape[0] = g.batch_size;
+    values[i] = Tensor::empty(shape, og.dtype);
+    // A micro-batched scalar loss starts from micro/batch, as compiled.
+    const bool scaled = og.batch_dim < 0 && g.micro_batch_size > 0 && g.micro_batch_size < g.batch_size;
+    values[i].copy_from(Tensor::scalar(
+        scaled ? static_cast<double>(g.micro_batch_size) / static_cast<double>(g.batch_size) : 1.0, og.dtype));
+  }
+  for (const auto& n : zeroed) values[index_of(n)].copy_from(Tensor::scalar(0.0, values[index_of(n)].dtype()));
+  for (const auto& [n, v] : custom) {
+    Tensor& dst = values[index_of(n)];
+    SAMBA_CHECK(v.has_data() && v.shape() == dst.shape(), Status::ShapeMismatch,
+                "init_output_grads: the gradient given for output '{}' has shape {}; expected {}", n,
+                dims_str(v.shape()), dims_str(dst.shape()));
+    dst.copy_from(v);
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (g.output_grads[i] >= 0) out.emplace_back(p.tensors[static_cast<size_t>(g.output_grads[i])].name, values[i]);
+  return out;
+}
+
+// Re-traces `spec` and checks it against graph g of the PEF at `path`;
+// returns the host tensors the trace met (parameters, buffers, inputs).
+std::vector<Tensor> retrace(Session& s, compiler::GraphSpec spec, const pef::GraphDesc& g, const std::string& path) {
+  spec.batch_size = g.batch_size;
+  spec.micro_batch_size = g.micro_batch_size;
+  compiler::CompiledGraph traced;
+  {
+    ThreadPool::Scope pool(&s.pool());
+    traced = compiler::trace_forward(spec);
+  }
+  check_signature(g, traced.signature, path);
+  std::vector<Tensor> hosts;
+  for (const auto& v : traced.graph.values)
+    if (v.host.defined() && v.kind != compiler::ValueKind::Constant) hosts.push_back(v.host);
+  return hosts;
+}
+
+// Copies the values of host parameters and buffers that have data to the
+// device tensors of the same names.
+void transfer_registered(runtime::Runtime& rt, const std::vector<Tensor>& hosts) {
+  for (const Tensor& h : hosts) {
+    const int32_t t = rt.program().find_tensor(h.name());
+    if (t < 0 || !h.has_data()) continue;
+    const auto role = rt.program().desc().tensors[static_cast<size_t>(t)].role;
+    if (role == pef::TensorRole::Parameter || role == pef::TensorRole::Buffer) rt.write(h.name(), h);
+  }
+}
+
 }  // namespace
 }  // namespace samba::capi
 
@@ -145,68 +228,115 @@ samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, v
     pef::ProgramDesc p = read_profiled(s->impl, pef_path);
     SAMBA_CHECK(!p.graphs.empty(), Status::CorruptFile, "trace_graph: PEF '{}' has no graph", pef_path);
     const pef::GraphDesc g = p.graphs[0];
-
-    // Re-trace, and learn the app's host tensors by name.
     std::vector<Tensor> hosts;
     if (model) {
       compiler::GraphSpec spec = graph_spec(g.name.c_str(), model, user_data, inputs, n_inputs, optimizers,
                                             n_optimizers, nullptr);
-      spec.batch_size = g.batch_size;
-      spec.micro_batch_size = g.micro_batch_size;
-      compiler::CompiledGraph traced;
-      {
-        ThreadPool::Scope pool(&s->impl.pool());
-        traced = compiler::trace_forward(spec);
-      }
-      check_signature(g, traced.signature, pef_path);
-      for (const auto& v : traced.graph.values)
-        if (v.host.defined() && v.kind != compiler::ValueKind::Constant) hosts.push_back(v.host);
+      hosts = retrace(s->impl, spec, g, pef_path);
     } else {
       for (size_t i = 0; i < n_inputs; ++i) hosts.push_back(tensor_arg(inputs[i], "inputs[i]"));
     }
     const std::vector<Tensor> outs = traced_outputs(p, g);
     SAMBA_CHECK(outs.size() <= capacity || capacity == 0, Status::OutOfRange,
                 "trace_graph: the model has {} outputs but `outputs` holds {}", outs.size(), capacity);
-    // Names of output gradients to leave unset or customize must exist.
-    std::vector<std::string> out_names;
-    for (int32_t t : g.outputs) out_names.push_back(p.tensors[static_cast<size_t>(t)].name);
-    auto output_index = [&](const std::string& name) {
-      auto it = std::find(out_names.begin(), out_names.end(), name);
-      SAMBA_CHECK(it != out_names.end(), Status::NotFound, "trace_graph: the model has no output named '{}'; its outputs are: {}",
-                  name, fmt::join(out_names, ", "));
-      const size_t i = static_cast<size_t>(it - out_names.begin());
-      SAMBA_CHECK(g.output_grads[i] >= 0, Status::InvalidArgument,
-                  "trace_graph: output '{}' has no gradient in this PEF (not a loss, or an inference PEF)", name);
-      return i;
-    };
-    for (const auto& n : o.unspecified_grads) output_index(n);
-    for (const auto& [n, v] : o.custom_grads) output_index(n);
+    std::vector<std::pair<std::string, Tensor>> custom = o.custom_grads;
+    std::vector<std::string> zeroed = o.unspecified_grads;
+    if (!o.init_output_grads)
+      for (int32_t t : g.outputs) zeroed.push_back(p.tensors[static_cast<size_t>(t)].name);
+    const auto grads = output_grad_values(p, g, zeroed, custom);  // checked before loading
 
     s->impl.load(std::move(p), pef_path);
     auto rt = s->impl.require_runtime("trace_graph");
     for (const Tensor& h : hosts) s->impl.register_tensor(h);
     if (o.transfer_device) {
-      for (const Tensor& h : hosts) {
-        const int32_t t = rt->program().find_tensor(h.name());
-        if (t < 0 || !h.has_data()) continue;
-        const auto role = rt->program().desc().tensors[static_cast<size_t>(t)].role;
-        if (role == pef::TensorRole::Parameter || role == pef::TensorRole::Buffer) rt->write(h.name(), h);
-      }
-      const auto& desc = rt->program().desc();
-      for (size_t i = 0; i < g.output_grads.size(); ++i) {
-        if (g.output_grads[i] < 0) continue;
-        const auto& og = desc.tensors[static_cast<size_t>(g.output_grads[i])];
-        if (!o.init_output_grads ||
-            std::find(o.unspecified_grads.begin(), o.unspecified_grads.end(), out_names[i]) != o.unspecified_grads.end())
-          rt->write(og.name, Tensor::zeros(rt->read(og.name).shape(), og.dtype));
-      }
-      for (const auto& [n, v] : o.custom_grads) {
-        const auto& og = desc.tensors[static_cast<size_t>(g.output_grads[output_index(n)])];
-        rt->write(og.name, v);
-      }
+      transfer_registered(*rt, hosts);
+      for (const auto& [name, v] : grads) rt->write(name, v);
     }
     *n_outputs = outs.size();
     for (size_t i = 0; i < outs.size() && i < capacity; ++i) outputs[i] = to_handle(outs[i]);
+  });
+}
+
+samba_status samba_session_init_output_grads(samba_session* s, const char* const* unspecified, size_t n_unspecified,
+                                             const char* const* custom_names, samba_tensor* const* custom_values,
+                                             size_t n_custom) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    if (n_unspecified) require(unspecified, "unspecified");
+    if (n_custom) {
+      require(custom_names, "custom_names");
+      require(custom_values, "custom_values");
+    }
+    auto rt = s->impl.require_runtime("init_output_grads");
+    std::vector<std::string> zeroed;
+    for (size_t i = 0; i < n_unspecified; ++i) {
+      SAMBA_CHECK(unspecified[i], Status::NullPointer, "unspecified[{}] is NULL", i);
+      zeroed.emplace_back(unspecified[i]);
+    }
+    std::vector<std::pair<std::string, Tensor>> custom;
+    for (size_t i = 0; i < n_custom; ++i) {
+      SAMBA_CHECK(custom_names[i], Status::NullPointer, "custom_names[{}] is NULL", i);
+      custom.emplace_back(custom_names[i], tensor_arg(custom_values[i], "custom_values[i]"));
+    }
+    const auto& d = rt->program().desc();
+    std::vector<std::pair<std::string, Tensor>> all;
+    for (const auto& g : d.graphs) {
+      // Names of other graphs' outputs are not errors for this graph.
+      std::vector<std::string> z;
+      std::vector<std::pair<std::string, Tensor>> c;
+      for (const auto& n : zeroed)
+        if (graph_output_index(d, g, n) >= 0) z.push_back(n);
+      for (const auto& kv : custom)
+        if (graph_output_index(d, g, kv.first) >= 0) c.push_back(kv);
+      for (auto& v : output_grad_values(d, g, z, c)) all.push_back(std::move(v));
+    }
+    for (const auto& n : zeroed) require_output(d, n);
+    for (const auto& kv : custom) require_output(d, kv.first);
+    for (const auto& [name, v] : all) rt->write(name, v);
+  });
+}
+
+samba_status samba_session_init_multigraph_runtime(samba_session* s, const char* pef_path, int32_t transfer_device) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    pef::ProgramDesc p = read_profiled(s->impl, pef_path);
+    s->impl.load(std::move(p), pef_path);
+    auto rt = s->impl.require_runtime("init_multigraph_runtime");
+    if (!transfer_device) return;
+    transfer_registered(*rt, s->impl.registered_tensors());
+    const auto& d = rt->program().desc();
+    for (const auto& g : d.graphs)
+      for (const auto& [name, v] : output_grad_values(d, g, {}, {})) rt->write(name, v);
+  });
+}
+
+samba_status samba_session_trace_multigraph(samba_session* s, const samba_graph* graph, samba_tensor** outputs,
+                                            size_t capacity, size_t* n_outputs) {
+  if (outputs)
+    for (size_t i = 0; i < capacity; ++i) outputs[i] = nullptr;
+  return SAMBA_GUARDED({
+    require(s, "session");
+    require(graph, "graph");
+    require(n_outputs, "n_outputs");
+    *n_outputs = 0;
+    if (capacity) require(outputs, "outputs");
+    auto rt = s->impl.require_runtime("trace_multigraph");
+    const auto& d = rt->program().desc();
+    const pef::GraphDesc* g = nullptr;
+    std::vector<std::string> names;
+    for (const auto& x : d.graphs) {
+      names.push_back(x.name);
+      if (x.name == graph->spec.name) g = &x;
+    }
+    SAMBA_CHECK(g, Status::NotFound, "trace_multigraph: the loaded PEF has no graph '{}'; its graphs are: {}",
+                graph->spec.name, fmt::join(names, ", "));
+    const std::vector<Tensor> hosts = retrace(s->impl, graph->spec, *g, s->impl.pef_path());
+    const std::vector<Tensor> outs = traced_outputs(d, *g);
+    *n_outputs = outs.size();
+    SAMBA_CHECK(outs.size() <= capacity, Status::OutOfRange,
+                "trace_multigraph: graph '{}' has {} outputs but `outputs` holds {}", g->name, outs.size(), capacity);
+    for (const Tensor& h : hosts) s->impl.register_tensor(h);
+    for (size_t i = 0; i < outs.size(); ++i) outputs[i] = to_handle(outs[i]);
   });
 }
 

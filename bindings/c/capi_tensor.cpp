@@ -252,6 +252,39 @@ samba_status samba_tensor_set_region_name(samba_tensor* t, const char* name) {
   });
 }
 
+samba_status samba_tensor_set_parameter(samba_tensor* t, int32_t is_parameter) {
+  return SAMBA_GUARDED({
+    require(t, "t");
+    impl(t)->is_parameter = is_parameter != 0;
+  });
+}
+
+samba_status samba_tensor_is_parameter(const samba_tensor* t, int32_t* out) {
+  return SAMBA_GUARDED({
+    require(t, "t");
+    require(out, "out");
+    *out = impl(t)->is_parameter ? 1 : 0;
+  });
+}
+
+samba_status samba_tensor_set_mem_type(samba_tensor* t, int32_t mem_type) {
+  return SAMBA_GUARDED({
+    require(t, "t");
+    SAMBA_CHECK(mem_type >= SAMBA_MEM_AUTO && mem_type <= SAMBA_MEM_HOST, Status::InvalidArgument,
+                "memory type {} is unknown; expected SAMBA_MEM_AUTO (-1), _DDR (0), _HBM (1) or _HOST (2)",
+                mem_type);
+    impl(t)->mem_type = static_cast<int8_t>(mem_type);
+  });
+}
+
+samba_status samba_tensor_mem_type(const samba_tensor* t, int32_t* out) {
+  return SAMBA_GUARDED({
+    require(t, "t");
+    require(out, "out");
+    *out = impl(t)->mem_type;
+  });
+}
+
 samba_status samba_tensor_requires_grad(const samba_tensor* t, int32_t* out) {
   return SAMBA_GUARDED({
     require(t, "t");

@@ -116,7 +116,9 @@ class Lowering {
     for (int pass = 0; pass < 2; ++pass)
       for (const Value& v : g.values) {
         if (!referenced[v.id] || v.is_view() != (pass == 1)) continue;
-        const bool shared = is_persistent(v.kind);
+        // Persistent tensors of the same name are one tensor across graphs,
+        // but an output's gradient belongs to its graph.
+        const bool shared = is_persistent(v.kind) && v.kind != ValueKind::OutputGrad;
         std::string name = v.name;
         if (prefix && !shared) name = fmt::format("{}/{}", g.name, v.name);
         if (shared) {
@@ -168,6 +170,9 @@ class Lowering {
       const Value& v = g.value(pv);
       if (v.grad != kNone && index[pv] >= 0) p_.tensors[index[pv]].grad = index[v.grad];
     }
+    for (size_t i = 0; i < g.output_grads.size() && i < g.outputs.size(); ++i)
+      if (g.output_grads[i] != kNone && index[g.output_grads[i]] >= 0)
+        p_.tensors[index[g.output_grads[i]]].owner = p_.tensors[index[g.outputs[i]]].name;
     for (const ArginSpec& a : g.argins) {
       bool known = false;
       for (const auto& have : p_.argins)

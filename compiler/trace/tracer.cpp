@@ -51,6 +51,7 @@ Tensor Tracer::add_input(const Tensor& example, const Dims& shape, int32_t batch
   val.batch_dim = batch_dim;
   val.host = example;
   val.region = example.impl()->region_name;
+  if (example.impl()->mem_type >= 0) val.mem = static_cast<pef::MemType>(example.impl()->mem_type);
   by_name_[name] = v;
   g_.inputs.push_back(v);
   hosts_.push_back(example);
@@ -110,6 +111,7 @@ ValueId Tracer::value_of(const Tensor& t, bool mutated) {
   val.host = t;
   val.requires_grad = kind == ValueKind::Parameter && impl->requires_grad;
   val.region = impl->region_name;
+  if (impl->mem_type >= 0) val.mem = static_cast<pef::MemType>(impl->mem_type);
   by_name_[name] = v;
   ids_[impl] = v;
   hosts_.push_back(t);

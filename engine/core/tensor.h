@@ -33,6 +33,7 @@ class TensorImpl : public RefCounted {
   bool requires_grad = false;
   bool is_parameter = false;
   bool fast_access = false;
+  int8_t mem_type = -1;  // requested device memory (pef::MemType); -1: the compiler decides
   bool wrapped_scalar = false;  // a number promoted like a Python scalar
   bool symbolic = false;        // created by tracing: never has data
 
