@@ -2,6 +2,7 @@
 #include <string>
 
 #include "bindings/c/capi.h"
+#include "engine/core/log.h"
 
 namespace samba::capi {
 namespace {
@@ -54,6 +55,27 @@ int32_t samba_version_number(void) {
 }
 
 const char* samba_last_error_message(void) { return last_error().message.c_str(); }
+
+samba_status samba_set_log_level(int32_t level) {
+  return SAMBA_GUARDED({
+    SAMBA_CHECK(level >= SAMBA_LOG_ERROR && level <= SAMBA_LOG_DEBUG, Status::InvalidArgument,
+                "log level {} is unknown; expected SAMBA_LOG_ERROR (0) .. SAMBA_LOG_DEBUG (3)", level);
+    log::set_level(static_cast<log::Level>(level));
+  });
+}
+
+samba_status samba_set_log_sink(samba_log_fn sink, void* user_data) {
+  return SAMBA_GUARDED({
+    if (!sink) {
+      log::set_sink({});
+      return;
+    }
+    log::set_sink([sink, user_data](log::Level l, std::string_view message) {
+      const std::string text(message);
+      sink(user_data, static_cast<int32_t>(l), text.c_str());
+    });
+  });
+}
 samba_status samba_last_error_code(void) { return last_error().code; }
 
 const char* samba_status_name(samba_status s) {
