@@ -95,12 +95,56 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   tracer.set_phase(Phase::Backward);
   Tracer::Active active(tracer);
   const size_t n_forward = g.nodes.size();
-  for (size_t idx = n_forward; idx-- > 0;) {
-    const Node node = g.nodes[idx];  // a copy: the tracer appends to g.nodes
-    if (node.dead || node.phase != Phase::Forward || !node.op->grad) continue;
+
+  // A parameter's gradient is complete once every forward node reading it
+  // has been differentiated; it is written to its Gradient value right then,
+  // so the backward graph stores each gradient as soon as it exists.
+  std::vector<int32_t> uses(g.values.size(), 0);
+  for (size_t idx = 0; idx < n_forward; ++idx)
+    if (!g.nodes[idx].dead && g.nodes[idx].phase == Phase::Forward)
+      for (ValueId in : g.nodes[idx].inputs)
+        if (in != kNone && g.value(in).kind == ValueKind::Parameter) ++uses[in];
+  std::vector<bool> finalized(g.values.size(), false);
+  auto finalize = [&](ValueId p) {
+    if (finalized[p]) return;
+    finalized[p] = true;
+    Value& pv = g.value(p);
+    if (!pv.requires_grad) return;
+    const std::string gname = pv.name + ".grad";
+    const ValueId computed = grads[p];
+    ValueId gradient;
+    const bool can_rename = computed != kNone && !opts.grad_accumulation &&
+                            g.value(computed).kind == ValueKind::Intermediate && !g.value(computed).is_view() &&
+                            g.value(computed).producer != kNone &&
+                            g.node(g.value(computed).producer).phase == Phase::Backward;
+    if (can_rename) {
+      // The last backward op writes straight into the gradient's bytes.
+      gradient = computed;
+      Value& gv = g.value(gradient);
+      gv.kind = ValueKind::Gradient;
+      gv.name = gname;
+    } else {
+      gradient = g.add_value(gname, pv.dtype, pv.shape, ValueKind::Gradient);
+      if (computed != kNone) {
+        const Tensor dst = tracer.symbol(gradient), src = tracer.symbol(computed);
+        call(opts.grad_accumulation ? "add_" : "copy_", {dst, src}, {});
+      }
+    }
+    Value& gv = g.value(gradient);
+    gv.owner = g.value(p).name;
+    g.value(p).grad = gradient;
+  };
+  auto done_with = [&](const Node& node) {
+    for (ValueId in : node.inputs)
+      if (in != kNone && g.value(in).kind == ValueKind::Parameter && --uses[in] == 0) finalize(in);
+  };
+
+  // Differentiates one forward node (appending its gradient nodes).
+  auto differentiate = [&](const Node& node) {
+    if (!node.op->grad) return;
     bool has_grad = false;
     for (ValueId o : node.outputs) has_grad |= grads[o] != kNone;
-    if (!has_grad) continue;
+    if (!has_grad) return;
     std::vector<Tensor> ins, outs, gouts;
     std::vector<bool> needs(node.inputs.size(), false);
     bool needed = false;
@@ -110,7 +154,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
       needs[i] = in != kNone && req[in];
       needed |= needs[i];
     }
-    if (!needed) continue;
+    if (!needed) return;
     for (ValueId o : node.outputs) {
       outs.push_back(tracer.symbol(o));
       gouts.push_back(grads[o] == kNone ? Tensor() : tracer.symbol(grads[o]));
@@ -138,36 +182,17 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
       ValueId& acc = grads[node.inputs[i]];
       acc = acc == kNone ? gv : tracer.value_of(call1("add", {tracer.symbol(acc), gi}));
     }
+  };
+  for (size_t idx = n_forward; idx-- > 0;) {
+    const Node node = g.nodes[idx];  // a copy: the tracer appends to g.nodes
+    if (node.dead || node.phase != Phase::Forward) continue;
+    differentiate(node);
+    done_with(node);
   }
 
-  // Each trainable parameter's gradient lands in its persistent Gradient value.
-  for (ValueId p : g.parameters) {
-    Value& pv = g.value(p);
-    if (!pv.requires_grad) continue;
-    const std::string gname = pv.name + ".grad";
-    const ValueId computed = grads[p];
-    ValueId gradient;
-    const bool can_rename = computed != kNone && !opts.grad_accumulation &&
-                            g.value(computed).kind == ValueKind::Intermediate &&
-                            !g.value(computed).is_view() && g.value(computed).producer != kNone &&
-                            g.node(g.value(computed).producer).phase == Phase::Backward;
-    if (can_rename) {
-      // The last backward op writes straight into the gradient's bytes.
-      gradient = computed;
-      Value& gv = g.value(gradient);
-      gv.kind = ValueKind::Gradient;
-      gv.name = gname;
-    } else {
-      gradient = g.add_value(gname, pv.dtype, pv.shape, ValueKind::Gradient);
-      if (computed != kNone) {
-        const Tensor dst = tracer.symbol(gradient), src = tracer.symbol(computed);
-        call(opts.grad_accumulation ? "add_" : "copy_", {dst, src}, {});
-      }
-    }
-    Value& gv = g.value(gradient);
-    gv.owner = g.value(p).name;
-    g.value(p).grad = gradient;
-  }
+  // Parameters whose gradient never got a contribution (unused, or only
+  // through paths without gradients) still get a Gradient value (zero).
+  for (ValueId p : g.parameters) finalize(p);
 
   if (opts.grad_accumulation) {
     tracer.set_phase(Phase::ZeroGrad);

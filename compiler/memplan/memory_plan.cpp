@@ -23,25 +23,38 @@ struct Interval {
 
 // Greedy by size: the biggest buffers are placed first, each at the lowest
 // offset where it overlaps no placed buffer whose lifetime intersects its
-// own. Returns the arena size used from `base`.
+// own. Placed buffers are indexed by the steps they are alive at, so each
+// placement looks only at its contemporaries (intermediates are mostly
+// short-lived; the cost grows with the number of buffers, not its square).
+// Returns the area size used from `base`.
 uint64_t place_intermediates(std::vector<Interval>& items, uint64_t base, MemoryPlan& plan) {
   std::sort(items.begin(), items.end(), [](const Interval& a, const Interval& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.first < b.first;
   });
-  std::vector<std::pair<uint64_t, const Interval*>> placed;  // (offset from base, item)
+  int32_t steps = 0;
+  for (const Interval& it : items) steps = std::max(steps, it.last + 1);
+  std::vector<std::vector<uint32_t>> alive(static_cast<size_t>(steps));
+  std::vector<uint64_t> offset(items.size(), 0);
+  std::vector<uint32_t> seen(items.size(), UINT32_MAX);
   std::vector<std::pair<uint64_t, uint64_t>> busy;
   uint64_t top = 0;
-  for (const Interval& it : items) {
+  for (uint32_t k = 0; k < items.size(); ++k) {
+    const Interval& it = items[k];
     busy.clear();
-    for (const auto& [off, other] : placed)
-      if (other->first <= it.last && it.first <= other->last) busy.emplace_back(off, off + other->bytes);
+    for (int32_t st = it.first; st <= it.last; ++st)
+      for (uint32_t other : alive[static_cast<size_t>(st)]) {
+        if (seen[other] == k) continue;
+        seen[other] = k;
+        busy.emplace_back(offset[other], offset[other] + items[other].bytes);
+      }
     std::sort(busy.begin(), busy.end());
     uint64_t at = 0;
     for (const auto& [lo, hi] : busy) {
       if (lo >= at + it.bytes) break;
       at = std::max(at, hi);
     }
-    placed.emplace_back(at, &it);
+    offset[k] = at;
+    for (int32_t st = it.first; st <= it.last; ++st) alive[static_cast<size_t>(st)].push_back(k);
     plan.graphs[it.graph].offset[it.value] = base + at;
     top = std::max(top, at + it.bytes);
   }

@@ -41,8 +41,16 @@ Tensor sum_to(const Tensor& g, const Dims& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - static_cast<int64_t>(shape.size());
   std::vector<int64_t> dims;
+  bool inner = false;  // a dim kept (size 1) in `shape` is summed
   for (int64_t d = 0; d < g.dim(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) {
+      dims.push_back(d);
+      inner |= d >= lead;
+    }
+  // Summing only leading dims away gives `shape` directly (no reshape: the
+  // result owns its bytes, which lets the compiler write a parameter's
+  // gradient in place).
+  if (!inner && !dims.empty()) return call1("sum", {g}, {{"dim", dims}, {"keepdim", false}});
   Tensor r = dims.empty() ? g : call1("sum", {g}, {{"dim", dims}, {"keepdim", true}});
   return call1("reshape", {r}, {{"shape", std::vector<int64_t>(shape.begin(), shape.end())}});
 }
