@@ -27,7 +27,7 @@ ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const
     : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes), state_(&state) {
   build_tensors(state);
   build_batch_buffers(batch_owner);
-  graphs_.resize(program_->sections().size());
+  graphs_.resize(program_->sections().size() + program_->units().size());
 }
 
 ExecutionContext::~ExecutionContext() = default;
@@ -88,10 +88,9 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
   }
 }
 
-ExecutionContext::SectionGraph& ExecutionContext::graph_of(int32_t section) {
-  auto& slot = graphs_[static_cast<size_t>(section)];
+ExecutionContext::SectionGraph& ExecutionContext::graph_of(size_t index, const SectionPlan& sp) {
+  auto& slot = graphs_[index];
   if (slot) return *slot;
-  const SectionPlan& sp = program_->sections()[static_cast<size_t>(section)];
   auto g = std::make_unique<SectionGraph>();
   const size_t n = sp.kernels.size();
   g->sequential = true;
@@ -125,8 +124,15 @@ ExecutionContext::SectionGraph& ExecutionContext::graph_of(int32_t section) {
 }
 
 void ExecutionContext::run_section(int32_t section, const RunValues& values) {
-  const SectionPlan& sp = program_->sections()[static_cast<size_t>(section)];
-  SectionGraph& g = graph_of(section);
+  run_plan(static_cast<size_t>(section), program_->sections()[static_cast<size_t>(section)], values);
+}
+
+void ExecutionContext::run_unit(int32_t u, const RunValues& values) {
+  run_plan(program_->sections().size() + static_cast<size_t>(u), program_->units()[static_cast<size_t>(u)], values);
+}
+
+void ExecutionContext::run_plan(size_t index, const SectionPlan& sp, const RunValues& values) {
+  SectionGraph& g = graph_of(index, sp);
   if (g.sequential) {
     for (int32_t k : sp.kernels) run_kernel(k, values);
     return;

@@ -53,6 +53,8 @@ class ExecutionContext {
   // arena: every kernel once, in dependency order, in parallel where the
   // graph allows. The first kernel error is rethrown after the graph drains.
   void run_section(int32_t s, const RunValues& values);
+  // Runs spatial unit `u` (Program::units()) as one flow graph.
+  void run_unit(int32_t u, const RunValues& values);
 
   // Tensors of a micro-batched graph's inputs and outputs that have a batch
   // dim live in full-batch buffers; the program's tensor (traced at the
@@ -83,7 +85,9 @@ class ExecutionContext {
   struct SectionGraph;
 
   void build_tensors(const DeviceMemory& state);
-  SectionGraph& graph_of(int32_t section);
+  // The flow graph of `plan`, cached under `slot` (sections first, then units).
+  SectionGraph& graph_of(size_t slot, const SectionPlan& plan);
+  void run_plan(size_t slot, const SectionPlan& plan, const RunValues& values);
 
   struct BatchSplit {
     int32_t root;           // the program tensor (micro-batch shape)

@@ -29,6 +29,7 @@ Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   kernels_.reserve(desc_.kernels.size());
   for (const auto& kd : desc_.kernels) build_kernel(kd);
   for (const auto& sd : desc_.sections) build_section(sd);
+  build_units();
 }
 
 int32_t Program::find_tensor(std::string_view name) const {
@@ -82,6 +83,37 @@ void Program::build_kernel(const pef::KernelDesc& kd) {
   kernels_.push_back(std::move(k));
 }
 
+std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_t>& kernels) const {
+  auto range_of = [&](int32_t t) {
+    const auto& base = desc_.tensors[static_cast<size_t>(root(t))];
+    const int32_t space = static_cast<int32_t>(base.mem) * 2 + (pef::in_activation_area(base.role) ? 1 : 0);
+    return ByteRange{space, base.arena_offset, base.arena_offset + std::max<uint64_t>(base.nbytes, 1)};
+  };
+  std::vector<std::vector<int32_t>> preds(kernels.size());
+  // Earlier accesses still relevant to later kernels. A write that covers
+  // an earlier access makes it redundant: whoever comes later and conflicts
+  // with it also conflicts with the covering write, which depends on it.
+  std::vector<Access> live;
+  for (size_t j = 0; j < kernels.size(); ++j) {
+    const auto& kd = desc_.kernels[static_cast<size_t>(kernels[j])];
+    std::vector<Access> mine;
+    for (int32_t t : kd.reads) mine.push_back({range_of(t), static_cast<int32_t>(j), false});
+    for (int32_t t : kd.writes) mine.push_back({range_of(t), static_cast<int32_t>(j), true});
+    std::vector<int32_t>& p = preds[j];
+    for (const Access& a : mine)
+      for (const Access& r : live)
+        if ((a.write || r.write) && r.kernel != a.kernel && a.range.overlaps(r.range)) p.push_back(r.kernel);
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    for (const Access& a : mine)
+      if (a.write)
+        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& r) { return a.range.covers(r.range); }),
+                   live.end());
+    live.insert(live.end(), mine.begin(), mine.end());
+  }
+  return preds;
+}
+
 void Program::build_section(const pef::SectionDesc& sd) {
   SectionPlan s;
   s.id = sd.id;
@@ -90,37 +122,37 @@ void Program::build_section(const pef::SectionDesc& sd) {
   s.graph = sd.graph;
   s.kernels = sd.kernels;
   s.micro_batched = sd.micro_batched;
-  s.preds.resize(s.kernels.size());
-
-  auto range_of = [&](int32_t t) {
-    const auto& base = desc_.tensors[static_cast<size_t>(root(t))];
-    const int32_t space = static_cast<int32_t>(base.mem) * 2 + (pef::in_activation_area(base.role) ? 1 : 0);
-    return ByteRange{space, base.arena_offset, base.arena_offset + std::max<uint64_t>(base.nbytes, 1)};
-  };
-  // Earlier accesses still relevant to later kernels. A write that covers
-  // an earlier access makes it redundant: whoever comes later and conflicts
-  // with it also conflicts with the covering write, which depends on it.
-  std::vector<Access> live;
-  for (size_t j = 0; j < s.kernels.size(); ++j) {
-    const auto& kd = desc_.kernels[static_cast<size_t>(s.kernels[j])];
-    std::vector<Access> mine;
-    for (int32_t t : kd.reads) mine.push_back({range_of(t), static_cast<int32_t>(j), false});
-    for (int32_t t : kd.writes) mine.push_back({range_of(t), static_cast<int32_t>(j), true});
-    std::vector<int32_t>& preds = s.preds[j];
-    for (const Access& a : mine)
-      for (const Access& r : live)
-        if ((a.write || r.write) && r.kernel != a.kernel && a.range.overlaps(r.range)) preds.push_back(r.kernel);
-    std::sort(preds.begin(), preds.end());
-    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-    for (const Access& a : mine) {
-      if (a.write)
-        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& r) { return a.range.covers(r.range); }),
-                   live.end());
-    }
-    live.insert(live.end(), mine.begin(), mine.end());
-    s.writes_state |= kernels_[static_cast<size_t>(s.kernels[j])].writes_state;
-  }
+  s.preds = dependencies(s.kernels);
+  for (int32_t k : s.kernels) s.writes_state |= kernels_[static_cast<size_t>(k)].writes_state;
   sections_.push_back(std::move(s));
+}
+
+void Program::build_units() {
+  unit_of_graph_.assign(desc_.graphs.size(), -1);
+  for (size_t g = 0; g < desc_.graphs.size(); ++g) {
+    const auto& gd = desc_.graphs[g];
+    if (gd.mapping != pef::Mapping::Spatial) continue;
+    SectionPlan u;
+    u.id = -1;
+    u.name = gd.name + "_spatial";
+    u.graph = static_cast<int32_t>(g);
+    bool micro = false;
+    for (const auto& c : desc_.schedule) {
+      const SectionPlan& sp = sections_[static_cast<size_t>(c.section)];
+      if (sp.graph != static_cast<int32_t>(g)) continue;
+      micro |= sp.micro_batched;
+      u.kernels.insert(u.kernels.end(), sp.kernels.begin(), sp.kernels.end());
+      u.writes_state |= sp.writes_state;
+    }
+    if (micro || u.kernels.empty()) continue;  // micro-batches stream section by section
+    u.preds = dependencies(u.kernels);
+    unit_of_graph_[g] = static_cast<int32_t>(units_.size());
+    units_.push_back(std::move(u));
+  }
+}
+
+int32_t Program::unit_of_graph(int32_t g) const {
+  return g >= 0 && static_cast<size_t>(g) < unit_of_graph_.size() ? unit_of_graph_[static_cast<size_t>(g)] : -1;
 }
 
 }  // namespace samba::runtime

@@ -60,6 +60,14 @@ class Program {
   const pef::ProgramDesc& desc() const { return desc_; }
   const std::vector<KernelPlan>& kernels() const { return kernels_; }
   const std::vector<SectionPlan>& sections() const { return sections_; }
+  // Spatial units: for a graph compiled with the spatial mapping, all its
+  // sections (in schedule order) as one unit whose kernels depend on each
+  // other across section boundaries only where they share bytes, so a run of
+  // the whole schedule overlaps the optimizer of early layers with the
+  // backward of later ones. Empty for the section mapping.
+  const std::vector<SectionPlan>& units() const { return units_; }
+  // The unit of graph g's whole schedule, or -1.
+  int32_t unit_of_graph(int32_t g) const;
 
   // Index of the tensor / argin / section with that name or id; -1 if none.
   int32_t find_tensor(std::string_view name) const;
@@ -73,10 +81,15 @@ class Program {
  private:
   void build_kernel(const pef::KernelDesc& kd);
   void build_section(const pef::SectionDesc& sd);
+  void build_units();
+  // Per kernel of the list, the earlier kernels of the list it must wait for.
+  std::vector<std::vector<int32_t>> dependencies(const std::vector<int32_t>& kernels) const;
 
   pef::ProgramDesc desc_;
   std::vector<KernelPlan> kernels_;
   std::vector<SectionPlan> sections_;
+  std::vector<SectionPlan> units_;
+  std::vector<int32_t> unit_of_graph_;
   std::unordered_map<std::string, int32_t> tensor_by_name_;
   std::unordered_map<std::string, int32_t> argin_by_name_;
 };

@@ -36,6 +36,8 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
   for (const auto& s : program_->sections())
     section_names_.push_back(profiler_ ? profiler_->intern(s.name) : std::string_view());
+  for (const auto& u : program_->units())
+    unit_names_.push_back(profiler_ ? profiler_->intern(u.name) : std::string_view());
   initialize_state();
   build_name_lists();
   primary_ = std::make_unique<ExecutionContext>(program_, state_);
@@ -246,6 +248,24 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
   // A run with a forward pass is a new step (new dropout masks); a backward
   // without one reuses the masks of the last forward.
   values.rng_step = has_fwd ? step_.fetch_add(1) + 1 : step_.load();
+
+  // A spatial graph's whole schedule runs as one unit.
+  if (!calls.empty()) {
+    const int32_t g = sections[static_cast<size_t>(d.schedule[calls[0]].section)].graph;
+    const int32_t u = program_->unit_of_graph(g);
+    if (u >= 0) {
+      std::vector<int32_t> full;
+      for (const auto& c : d.schedule)
+        if (sections[static_cast<size_t>(c.section)].graph == g) full.push_back(c.id);
+      if (full == calls) {
+        std::optional<ProfileScope> scope;
+        if (profiler_ && profiler_->enabled(ProfileCategory::Section))
+          scope.emplace(*profiler_, unit_names_[static_cast<size_t>(u)], ProfileCategory::Section);
+        ctx.run_unit(u, values);
+        return;
+      }
+    }
+  }
 
   size_t i = 0;
   while (i < calls.size()) {

@@ -123,6 +123,7 @@ class Runtime {
   DeviceMemory state_;
   std::vector<std::string_view> kernel_names_;   // interned for the profiler
   std::vector<std::string_view> section_names_;  // interned for the profiler
+  std::vector<std::string_view> unit_names_;     // interned for the profiler
   std::vector<std::string> names_[kNumNameLists];
 
   mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs

@@ -232,5 +232,24 @@ TEST(RuntimeRun, MicroBatchedTrainingMatchesTheWholeBatch) {
   }
 }
 
+TEST(RuntimeRun, SpatialMappingRunsTheWholeStepAsOneUnitWithTheSameResults) {
+  Net n;
+  GraphSpec section = with_loss(n, 0.1), spatial = with_loss(n, 0.1);
+  spatial.mapping = pef::Mapping::Spatial;
+  ThreadPool pool(2);
+  auto a = load({section}, pool);
+  auto b = load({spatial}, pool);
+  EXPECT_TRUE(a->program().units().empty());
+  ASSERT_EQ(b->program().units().size(), 1u);
+  EXPECT_EQ(b->program().units()[0].kernels.size(), b->program().kernels().size());
+  for (int step = 0; step < 3; ++step)
+    EXPECT_EQ(values(a->run(step_request())[0]), values(b->run(step_request())[0])) << step;
+  EXPECT_EQ(values(a->read("fc.weight")), values(b->read("fc.weight")));
+  // Single sections still run on their own.
+  RunRequest fwd = step_request();
+  fwd.section_types = {"FWD"};
+  EXPECT_EQ(values(a->run(fwd)[0]), values(b->run(fwd)[0]));
+}
+
 }  // namespace
 }  // namespace samba::runtime
