@@ -124,6 +124,32 @@ void emit_optimizer(Graph& g, Tracer& tracer, const OptimizerSpec& spec, int ind
       spec.prefix_set ? spec.argin_prefix : (index == 0 ? std::string() : fmt::format("opt{}.", index));
   Tracer::Active active(tracer);
 
+  // Gradient clipping (AdamW's max_grad_norm) takes the norm of all the
+  // optimizer's gradients together, in a GRADNORM section before the updates.
+  const Attrs defaults = resolve_hyperparameters(spec.kind, spec.defaults, {});
+  for (const ParamGroup& group : spec.groups)
+    SAMBA_CHECK(!group.hyper.has("max_grad_norm"), Status::InvalidArgument,
+                "{} optimizer {}: max_grad_norm applies to all of the optimizer's gradients; set it in the "
+                "optimizer's defaults, not in a parameter group",
+                kind, index);
+  if (spec.kind == OptimizerKind::AdamW && defaults.has("max_grad_norm")) {
+    std::vector<Tensor> gs;
+    for (const ParamGroup& group : spec.groups)
+      for (const Tensor& p : group.params) {
+        if (!p.defined()) continue;
+        const ValueId pv = tracer.value_of(p);
+        if (g.value(pv).grad != kNone) gs.push_back(tracer.symbol(g.value(pv).grad));
+      }
+    if (!gs.empty()) {
+      tracer.set_phase(Phase::GradNorm);
+      const size_t before = g.nodes.size();
+      call("clip_grad_norm", gs, {{"max_norm", defaults.f("max_grad_norm")}});
+      const std::string argin = prefix + "max_grad_norm";
+      g.add_argin({argin, pef::ArginKind::Hyperparam, defaults.f("max_grad_norm")});
+      for (size_t i = before; i < g.nodes.size(); ++i) g.nodes[i].bindings.push_back({"max_norm", argin});
+    }
+  }
+
   for (size_t gi = 0; gi < spec.groups.size(); ++gi) {
     const ParamGroup& group = spec.groups[gi];
     const Attrs hp = resolve_hyperparameters(spec.kind, spec.defaults, group.hyper);
@@ -137,7 +163,6 @@ void emit_optimizer(Graph& g, Tracer& tracer, const OptimizerSpec& spec, int ind
       g.add_argin({argin, pef::ArginKind::Hyperparam, hp.find(name) ? *hp.find(name) : AttrValue{}});
       bindings.push_back({name, argin});
     };
-    std::vector<ValueId> grads;
     std::vector<std::pair<ValueId, ValueId>> updates;  // (param, gradient)
     for (const Tensor& p : group.params) {
       SAMBA_CHECK(p.defined(), Status::NullPointer, "{} optimizer {}: parameter group {} has a NULL tensor",
@@ -153,21 +178,9 @@ void emit_optimizer(Graph& g, Tracer& tracer, const OptimizerSpec& spec, int ind
                   index, val.name);
         continue;
       }
-      grads.push_back(val.grad);
       updates.emplace_back(pv, val.grad);
     }
     if (updates.empty()) continue;
-
-    if (spec.kind == OptimizerKind::AdamW && hp.has("max_grad_norm")) {
-      tracer.set_phase(Phase::GradNorm);
-      std::vector<Tensor> gs;
-      for (ValueId gv : grads) gs.push_back(tracer.symbol(gv));
-      const size_t before = g.nodes.size();
-      call("clip_grad_norm", gs, {{"max_norm", hp.f("max_grad_norm")}});
-      const std::string argin = scope + "max_grad_norm";
-      g.add_argin({argin, pef::ArginKind::Hyperparam, hp.f("max_grad_norm")});
-      for (size_t i = before; i < g.nodes.size(); ++i) g.nodes[i].bindings.push_back({"max_norm", argin});
-    }
 
     tracer.set_phase(Phase::Optimizer);
     const size_t first_update = g.nodes.size();

@@ -45,7 +45,11 @@ DType signed_int_of_bits(int bits) {
 }  // namespace
 
 size_t element_size(DType t) { return info(t).size; }
-std::string_view dtype_name(DType t) { return info(t).name; }
+// Safe on any code: names are printed for untrusted values too (a damaged
+// PEF's attributes in `samba pef dump`).
+std::string_view dtype_name(DType t) {
+  return is_valid_dtype(static_cast<int32_t>(t)) ? info(t).name : std::string_view("invalid-dtype");
+}
 bool is_valid_dtype(int32_t raw) { return raw >= 0 && raw < kNumDTypes; }
 bool is_floating(DType t) { return info(t).float_rank > 0; }
 bool is_integral(DType t, bool include_bool) {

@@ -373,5 +373,77 @@ TEST(Compiler, RefusesBadSpecs) {
   }
 }
 
+TEST(Compiler, OptimizersGroupsPrefixesAndGradNorm) {
+  Mlp m;
+  GraphSpec s = mlp_spec(m);
+  s.backward.loss_indices = {0};
+  OptimizerSpec adamw;
+  adamw.kind = OptimizerKind::AdamW;
+  adamw.defaults = Attrs{{"lr", 0.01}, {"max_grad_norm", 1.0}};
+  adamw.groups.push_back({{m.w1, m.b1}, {}});
+  adamw.groups.push_back({{m.w2}, Attrs{{"lr", 0.001}, {"amsgrad", true}}});
+  OptimizerSpec sgd;
+  sgd.kind = OptimizerKind::SGD;
+  sgd.defaults = Attrs{{"lr", 0.1}, {"momentum", 0.9}};
+  sgd.groups.push_back({{m.b2}, {}});
+  s.optimizers = {adamw, sgd};
+  std::vector<CompiledGraph> out;
+  pef::ProgramDesc p = compile_program({s}, {}, &out);
+  std::vector<std::string> argins;
+  for (const auto& a : p.argins) argins.push_back(a.name);
+  for (const char* want : {"lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm", "group1.lr", "opt1.lr",
+                           "opt1.momentum"})
+    EXPECT_NE(std::find(argins.begin(), argins.end(), want), argins.end()) << want;
+  std::vector<pef::SectionType> types;
+  for (const auto& c : p.schedule) types.push_back(p.sections[c.section].type);
+  EXPECT_EQ(types, (std::vector<pef::SectionType>{pef::SectionType::FWD, pef::SectionType::BCKWD,
+                                                  pef::SectionType::GRADNORM, pef::SectionType::OPT}));
+  // Optimizer state is named after its parameter; AMSGrad adds a buffer.
+  std::vector<std::string> state;
+  for (const auto& t : p.tensors)
+    if (t.role == pef::TensorRole::OptimizerState) state.push_back(t.name);
+  for (const char* want : {"gemm1.weight.exp_avg", "gemm1.weight.exp_avg_sq", "gemm1.weight.step",
+                           "gemm2.weight.max_exp_avg_sq", "gemm2.bias.momentum_buffer"})
+    EXPECT_NE(std::find(state.begin(), state.end(), want), state.end()) << want;
+  EXPECT_EQ(std::find(state.begin(), state.end(), "gemm1.weight.max_exp_avg_sq"), state.end());
+  // An unknown hyperparameter is refused with the names that exist.
+  OptimizerSpec bad = sgd;
+  bad.defaults.set("betas", std::vector<double>{0.9, 0.99});
+  s.optimizers = {bad};
+  try {
+    compile_program({s}, {});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sgd takes: lr, momentum"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Compiler, MemoryTypesRegionsAndHostIo) {
+  Tensor w = param("w", {4, 4}, 1), shared_a = param("a", {4}, 2), shared_b = param("b", {4}, 3);
+  w.impl()->mem_type = static_cast<int8_t>(pef::MemType::HBM);
+  shared_a.impl()->region_name = "ab";
+  shared_b.impl()->region_name = "ab";
+  GraphSpec s;
+  s.inference = true;
+  s.inputs = {input("x", {2, 4})};
+  s.model = [&](std::span<const Tensor> in) -> std::vector<Tensor> {
+    return {call1("add", {call1("linear", {in[0], w, shared_a}), shared_b})};
+  };
+  CompileOptions o;
+  o.io_host_memory = true;
+  pef::ProgramDesc p = compile_program({s}, o);
+  auto find = [&](const std::string& n) -> const pef::TensorDesc& {
+    for (const auto& t : p.tensors)
+      if (t.name == n) return t;
+    throw std::runtime_error("no tensor " + n);
+  };
+  EXPECT_EQ(find("w").mem, pef::MemType::HBM);
+  EXPECT_EQ(find("x").mem, pef::MemType::HOST);
+  EXPECT_EQ(find("a").arena_offset, find("b").arena_offset);  // one region
+  EXPECT_EQ(find("a").region, "ab");
+  EXPECT_GT(p.memory.arena_bytes[static_cast<int>(pef::MemType::HBM)], 0u);
+  EXPECT_GT(p.memory.activation_bytes[static_cast<int>(pef::MemType::HOST)], 0u);
+}
+
 }  // namespace
 }  // namespace samba::compiler
