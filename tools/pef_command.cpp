@@ -18,16 +18,6 @@ namespace {
 
 using namespace samba::pef;
 
-std::string human_bytes(uint64_t n) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
-}
 
 // One screen: what a person wants to know before opening the full dump.
 std::string summary(const std::string& path, uint64_t file_bytes, const ProgramDesc& p) {

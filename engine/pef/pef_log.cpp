@@ -17,17 +17,6 @@ std::string_view safe_dtype_name(DType t) {
   return is_valid_dtype(static_cast<int32_t>(t)) ? dtype_name(t) : std::string_view("?");
 }
 
-// "1.5 KiB" style, for sizes a reader compares at a glance.
-std::string human_bytes(uint64_t n) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
-}
 
 // Engineering notation for estimates: "1.05G".
 std::string si(double v) {
@@ -278,6 +267,17 @@ class LogWriter {
 };
 
 }  // namespace
+
+std::string human_bytes(uint64_t n) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
 
 std::string format_pef_log(const ProgramDesc& program) { return LogWriter(program).write(); }
 

@@ -16,6 +16,9 @@ namespace samba::pef {
 // Safe on unverified programs: out-of-range references print as such.
 std::string format_pef_log(const ProgramDesc& program);
 
+// "1.5 KiB" style, for sizes a reader compares at a glance.
+std::string human_bytes(uint64_t n);
+
 // format_pef_log to `path`, atomically. Throws IoError.
 void write_pef_log(const ProgramDesc& program, const std::string& path);
 
