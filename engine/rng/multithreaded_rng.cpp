@@ -1,5 +1,7 @@
 #include "engine/rng/multithreaded_rng.h"
 
+#include <oneapi/tbb/info.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -98,6 +100,9 @@ ThreadPool& pool_with_threads(int n) {
   static auto* mutex = new std::mutex;
   static auto* pools = new std::map<int, std::unique_ptr<ThreadPool>>;
   std::lock_guard<std::mutex> lock(*mutex);
+  // Values do not depend on the thread count, so asking for more threads
+  // than the machine runs at once just gets all of them.
+  n = std::min(n, tbb::info::default_concurrency());
   auto& pool = (*pools)[n];
   if (!pool) pool = std::make_unique<ThreadPool>(n);
   return *pool;
