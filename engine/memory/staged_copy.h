@@ -13,7 +13,8 @@
 namespace samba {
 
 struct StagedCopyOptions {
-  size_t chunk_bytes = size_t{256} << 10;  // one staging block per task, reused chunk after chunk
+  size_t chunk_bytes = size_t{128}
+                       << 10;  // a staging block per task, reused chunk after chunk; fits L2
 };
 
 // Copies n bytes from src to dst (non-overlapping) through staging blocks

@@ -24,9 +24,14 @@ std::atomic<bool> g_force_scalar{false};
 
 bool use_vector() { return SAMBA_RNG_HAVE_AVX2 && !g_force_scalar.load(std::memory_order_relaxed); }
 
-// Calls make(group, dst) so that dst receives the G elements of `group`, for
-// every group overlapping elements [first, first + n); the groups cut by the
-// ends of the range go through a buffer.
+// Groups generated together on the vector path: two in flight hide most of
+// Philox's multiply latency.
+constexpr int kInFlight = 2;
+
+// Calls make(group, count, dst) so that dst receives the count * G elements
+// of groups group .. group + count - 1 (count is 1 or kInFlight), for every
+// group overlapping elements [first, first + n); the groups cut by the ends
+// of the range go through a buffer.
 template <int G, class T, class Make>
 void by_groups(uint64_t first, int64_t n, T* out, Make&& make) {
   if (n <= 0) return;
@@ -35,49 +40,91 @@ void by_groups(uint64_t first, int64_t n, T* out, Make&& make) {
   T buf[G];
   if (e % G != 0) {
     const uint64_t g = e / G, stop = std::min(end, (g + 1) * G);
-    make(g, buf);
+    make(g, 1, buf);
     out = std::copy(buf + (e - g * G), buf + (stop - g * G), out);
     e = stop;
   }
-  for (; e + G <= end; e += G, out += G) make(e / G, out);
+  for (; e + kInFlight * G <= end; e += kInFlight * G, out += kInFlight * G)
+    make(e / G, kInFlight, out);
+  for (; e + G <= end; e += G, out += G) make(e / G, 1, out);
   if (e < end) {
-    make(e / G, buf);
+    make(e / G, 1, buf);
     std::copy(buf, buf + (end - e), out);
   }
 }
 
 // ---- float32: 32 elements per group, four rows of eight lanes ----------------------
 
-// Runs body(lanes, words[4], values[4]) on group g, once with eight-lane
-// values (vector path) or once per lane with scalars, and stores the rows of
-// values to dst.
+#if SAMBA_RNG_HAVE_AVX2
+template <int N, class Body>
+void float_groups_vector(const Philox& p, uint64_t g, float* dst, Body& body) {
+  lanes::U8 w[N][4];
+  philox_groups<N>(p, g, w);
+  for (int j = 0; j < N; ++j) {
+    lanes::F8 v[4];
+    body(lanes::Avx2{}, w[j], v);
+    for (int r = 0; r < 4; ++r) _mm256_storeu_ps(dst + 32 * j + 8 * r, v[r].v);
+  }
+}
+#endif
+
+// Runs body(lanes, words[4], values[4]) on `count` groups from g, once per
+// group with eight-lane values (vector path) or once per lane with scalars,
+// and stores the rows of values to dst.
 template <class Body>
-void float_group(const Philox& p, uint64_t g, float* dst, bool vector, Body&& body) {
+void float_groups(const Philox& p, uint64_t g, int count, float* dst, bool vector, Body& body) {
 #if SAMBA_RNG_HAVE_AVX2
   if (vector) {
-    lanes::U8 w[4];
-    philox_group(p, g, w);
-    lanes::F8 v[4];
-    body(lanes::Avx2{}, w, v);
-    for (int r = 0; r < 4; ++r) _mm256_storeu_ps(dst + 8 * r, v[r].v);
+    if (count == 2)
+      float_groups_vector<2>(p, g, dst, body);
+    else
+      float_groups_vector<1>(p, g, dst, body);
     return;
   }
 #endif
-  uint32_t rows[4][8];
-  philox_group(p, g, rows);
-  for (int l = 0; l < 8; ++l) {
-    const uint32_t w[4] = {rows[0][l], rows[1][l], rows[2][l], rows[3][l]};
-    float v[4];
-    body(lanes::Scalar{}, w, v);
-    for (int r = 0; r < 4; ++r) dst[8 * r + l] = v[r];
+  for (int j = 0; j < count; ++j, dst += 32) {
+    uint32_t rows[4][8];
+    philox_group(p, g + static_cast<uint64_t>(j), rows);
+    for (int l = 0; l < 8; ++l) {
+      const uint32_t w[4] = {rows[0][l], rows[1][l], rows[2][l], rows[3][l]};
+      float v[4];
+      body(lanes::Scalar{}, w, v);
+      for (int r = 0; r < 4; ++r) dst[8 * r + l] = v[r];
+    }
   }
 }
 
 template <class Body>
 void float_samples(const Philox& p, uint64_t first, int64_t n, float* out, Body&& body) {
   const bool vector = use_vector();
-  by_groups<32>(first, n, out,
-                [&](uint64_t g, float* dst) { float_group(p, g, dst, vector, body); });
+  by_groups<32>(first, n, out, [&](uint64_t g, int count, float* dst) {
+    float_groups(p, g, count, dst, vector, body);
+  });
+}
+
+// The raw words of `count` groups from g: rows[j][r][l] = word r of block
+// 8 (g + j) + l.
+void word_rows(const Philox& p, uint64_t g, int count, bool vector, uint32_t (*rows)[4][8]) {
+#if SAMBA_RNG_HAVE_AVX2
+  if (vector) {
+    auto store = [&](auto& w, int n) {
+      for (int j = 0; j < n; ++j)
+        for (int r = 0; r < 4; ++r)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[j][r]), w[j][r].v);
+    };
+    if (count == 2) {
+      lanes::U8 w[2][4];
+      philox_groups<2>(p, g, w);
+      store(w, 2);
+    } else {
+      lanes::U8 w[1][4];
+      philox_groups<1>(p, g, w);
+      store(w, 1);
+    }
+    return;
+  }
+#endif
+  for (int j = 0; j < count; ++j) philox_group(p, g + static_cast<uint64_t>(j), rows[j]);
 }
 
 // The top 24 bits of a word as a float in [0, 1).
@@ -87,18 +134,6 @@ inline typename L::F unit24(typename L::U w) {
 }
 
 // ---- float64 and integers: 16 elements per group, two words each -------------------
-
-void word_rows(const Philox& p, uint64_t g, bool vector, uint32_t rows[4][8]) {
-#if SAMBA_RNG_HAVE_AVX2
-  if (vector) {
-    lanes::U8 w[4];
-    philox_group(p, g, w);
-    for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[r]), w[r].v);
-    return;
-  }
-#endif
-  philox_group(p, g, rows);
-}
 
 inline uint64_t word_pair(const uint32_t rows[4][8], int h, int l) {
   return (uint64_t{rows[2 * h][l]} << 32) | rows[2 * h + 1][l];
@@ -110,11 +145,12 @@ inline double open_unit53(uint64_t x) { return (static_cast<double>(x >> 11) + 0
 template <class T, class Value>
 void pair_samples(const Philox& p, uint64_t first, int64_t n, T* out, Value&& value) {
   const bool vector = use_vector();
-  by_groups<16>(first, n, out, [&](uint64_t g, T* dst) {
-    uint32_t rows[4][8];
-    word_rows(p, g, vector, rows);
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 8; ++l) dst[8 * h + l] = value(word_pair(rows, h, l));
+  by_groups<16>(first, n, out, [&](uint64_t g, int count, T* dst) {
+    uint32_t rows[kInFlight][4][8];
+    word_rows(p, g, count, vector, rows);
+    for (int j = 0; j < count; ++j)
+      for (int h = 0; h < 2; ++h)
+        for (int l = 0; l < 8; ++l) dst[16 * j + 8 * h + l] = value(word_pair(rows[j], h, l));
   });
 }
 
@@ -169,19 +205,9 @@ double normal_quantile(double p) {
 
 void generate_words(const Philox& p, uint64_t first, int64_t n, uint32_t* out) {
   const bool vector = use_vector();
-  by_groups<32>(first, n, out, [&](uint64_t g, uint32_t* dst) {
-#if SAMBA_RNG_HAVE_AVX2
-    if (vector) {
-      lanes::U8 w[4];
-      philox_group(p, g, w);
-      for (int r = 0; r < 4; ++r)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * r), w[r].v);
-      return;
-    }
-#endif
-    uint32_t rows[4][8];
-    philox_group(p, g, rows);
-    std::copy(&rows[0][0], &rows[0][0] + 32, dst);
+  by_groups<32>(first, n, out, [&](uint64_t g, int count, uint32_t* dst) {
+    // rows[j] of word_rows is exactly elements 32 (g + j) .. 32 (g + j) + 31.
+    word_rows(p, g, count, vector, reinterpret_cast<uint32_t(*)[4][8]>(dst));
   });
 }
 
@@ -240,16 +266,18 @@ void generate_normal(const Philox& p, uint64_t first, int64_t n, double mean, do
     return;
   }
   const bool vector = use_vector();
-  by_groups<16>(first, n, out, [&](uint64_t g, double* dst) {
-    uint32_t rows[4][8];
-    word_rows(p, g, vector, rows);
-    for (int l = 0; l < 8; ++l) {
-      const double u1 = 1.0 - unit53(word_pair(rows, 0, l));  // (0, 1]
-      const double turn = unit53(word_pair(rows, 1, l));
-      const double radius = std::sqrt(-2.0 * std::log(u1));
-      const double angle = 6.283185307179586476925 * turn;
-      dst[l] = mean + std * (radius * std::cos(angle));
-      dst[8 + l] = mean + std * (radius * std::sin(angle));
+  by_groups<16>(first, n, out, [&](uint64_t g, int count, double* dst) {
+    uint32_t rows[kInFlight][4][8];
+    word_rows(p, g, count, vector, rows);
+    for (int j = 0; j < count; ++j, dst += 16) {
+      for (int l = 0; l < 8; ++l) {
+        const double u1 = 1.0 - unit53(word_pair(rows[j], 0, l));  // (0, 1]
+        const double turn = unit53(word_pair(rows[j], 1, l));
+        const double radius = std::sqrt(-2.0 * std::log(u1));
+        const double angle = 6.283185307179586476925 * turn;
+        dst[l] = mean + std * (radius * std::cos(angle));
+        dst[8 + l] = mean + std * (radius * std::sin(angle));
+      }
     }
   });
 }

@@ -296,7 +296,7 @@ TEST(PinnedPool, ConcurrentAllocateAndFree) {
 TEST(StagedCopy, CopiesEveryByteForAnySizeAndThreadCount) {
   PinnedPool pool;
   std::mt19937 gen(5);
-  const size_t chunk = size_t{256} << 10;
+  const size_t chunk = StagedCopyOptions{}.chunk_bytes;
   for (size_t n :
        {size_t{0}, size_t{1}, size_t{4095}, chunk - 1, chunk, chunk + 1, (size_t{10} << 20) + 3}) {
     std::vector<unsigned char> src(n), dst(n + 1, 0xee);
