@@ -38,8 +38,10 @@ struct PinnedPool::State {
   PinnedPoolStats stats;
   std::atomic<bool> warned{false};
 
-  // A new zero-filled mapping, locked if the system lets us.
-  std::pair<char*, bool> map(size_t size) {
+  // A new zero-filled mapping, locked if the system lets us. Touches no
+  // shared state but `warned`, so large blocks are mapped (and locking
+  // faults their pages in) without holding the mutex.
+  std::pair<char*, bool> map_region(size_t size) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
       fail(Status::OutOfMemory, "pinned memory pool: cannot map {} bytes: {}", size,
@@ -57,13 +59,15 @@ struct PinnedPool::State {
           limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
                                           : std::to_string(limit.rlim_cur));
     }
-    stats.bytes_reserved += size;
-    if (locked) stats.bytes_locked += size;
     return {static_cast<char*>(p), locked};
   }
 
-  void unmap(void* p, size_t size, bool locked) {
-    munmap(p, size);
+  // Under the mutex: the bookkeeping of a mapping made or about to be unmapped.
+  void add_reserved(size_t size, bool locked) {
+    stats.bytes_reserved += size;
+    if (locked) stats.bytes_locked += size;
+  }
+  void remove_reserved(size_t size, bool locked) {
     stats.bytes_reserved -= size;
     if (locked) stats.bytes_locked -= size;
   }
@@ -72,7 +76,8 @@ struct PinnedPool::State {
   std::pair<char*, bool> carve(size_t size) {
     if (slabs.empty() || slabs.back().used + size > slabs.back().size) {
       const size_t bytes = std::max(options.slab_bytes, size);
-      auto [base, locked] = map(bytes);
+      auto [base, locked] = map_region(bytes);
+      add_reserved(bytes, locked);
       slabs.push_back({base, bytes, 0, locked});
     }
     Slab& s = slabs.back();
@@ -114,37 +119,49 @@ void* PinnedPool::allocate(size_t nbytes) {
               "pinned memory pool: cannot allocate {} bytes", nbytes);
   const size_t size = block_size(nbytes);
   State& s = *s_;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  void* p;
-  if (auto it = s.cached.find(size); it != s.cached.end() && !it->second.empty()) {
-    p = it->second.back();
-    it->second.pop_back();
-    s.stats.bytes_cached -= size;
-    ++s.stats.hits;
-    State::Block& b = s.blocks.at(p);
-    b.live = true;
-    b.requested = nbytes;
-  } else {
-    const bool large = size >= kLargeBlock;
-    auto [q, locked] = large ? s.map(size) : s.carve(size);
-    p = q;
-    ++s.stats.misses;
-    s.blocks.emplace(p, State::Block{size, nbytes, true, large, locked});
+  auto hand_out = [&](void* p) {
+    s.stats.bytes_in_use += size;
+    s.stats.bytes_requested += nbytes;
+    ++s.stats.blocks_in_use;
+    return p;
+  };
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (auto it = s.cached.find(size); it != s.cached.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      s.stats.bytes_cached -= size;
+      ++s.stats.hits;
+      State::Block& b = s.blocks.at(p);
+      b.live = true;
+      b.requested = nbytes;
+      return hand_out(p);
+    }
+    if (size < kLargeBlock) {
+      auto [p, locked] = s.carve(size);
+      ++s.stats.misses;
+      s.blocks.emplace(p, State::Block{size, nbytes, true, false, locked});
+      return hand_out(p);
+    }
   }
-  s.stats.bytes_in_use += size;
-  s.stats.bytes_requested += nbytes;
-  ++s.stats.blocks_in_use;
-  return p;
+  auto [p, locked] = s.map_region(size);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.add_reserved(size, locked);
+  ++s.stats.misses;
+  s.blocks.emplace(p, State::Block{size, nbytes, true, true, locked});
+  return hand_out(p);
 }
 
 void PinnedPool::deallocate(void* p, size_t nbytes) {
   if (!p) return;
   State& s = *s_;
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::unique_lock<std::mutex> lock(s.mutex);
   auto it = s.blocks.find(p);
   if (it == s.blocks.end() || !it->second.live) {
+    const bool unknown = it == s.blocks.end();
+    lock.unlock();
     log::error("pinned memory pool: freeing {} ({} bytes), which {}", p, nbytes,
-               it == s.blocks.end() ? "the pool did not hand out" : "is already free");
+               unknown ? "the pool did not hand out" : "is already free");
     return;
   }
   State::Block& b = it->second;
@@ -156,8 +173,11 @@ void PinnedPool::deallocate(void* p, size_t nbytes) {
   s.stats.bytes_requested -= b.requested;
   --s.stats.blocks_in_use;
   if (b.large && s.stats.bytes_cached + b.size > s.options.max_cached_bytes) {
-    s.unmap(p, b.size, b.locked);
+    const size_t size = b.size;
+    s.remove_reserved(size, b.locked);
     s.blocks.erase(it);
+    lock.unlock();
+    munmap(p, size);
     return;
   }
   s.cached[b.size].push_back(p);
@@ -173,18 +193,24 @@ PinnedPoolStats PinnedPool::stats() const {
 
 size_t PinnedPool::release_cached() {
   State& s = *s_;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  size_t released = 0;
-  for (auto& [size, list] : s.cached) {
-    if (size < kLargeBlock) continue;
-    for (void* p : list) {
-      const State::Block b = s.blocks.at(p);
-      s.unmap(p, b.size, b.locked);
-      s.blocks.erase(p);
-      released += b.size;
+  std::vector<std::pair<void*, size_t>> unmapping;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& [size, list] : s.cached) {
+      if (size < kLargeBlock) continue;
+      for (void* p : list) {
+        s.remove_reserved(size, s.blocks.at(p).locked);
+        s.blocks.erase(p);
+        unmapping.emplace_back(p, size);
+      }
+      s.stats.bytes_cached -= size * list.size();
+      list.clear();
     }
-    s.stats.bytes_cached -= size * list.size();
-    list.clear();
+  }
+  size_t released = 0;
+  for (auto [p, size] : unmapping) {
+    munmap(p, size);
+    released += size;
   }
   return released;
 }

@@ -13,8 +13,9 @@
 namespace samba {
 
 struct StagedCopyOptions {
-  size_t chunk_bytes = size_t{128}
-                       << 10;  // a staging block per task, reused chunk after chunk; fits L2
+  // One staging block per task, reused chunk after chunk; small enough to
+  // stay in a core's L2 between the copy in and the copy out.
+  size_t chunk_bytes = size_t{128} << 10;
 };
 
 // Copies n bytes from src to dst (non-overlapping) through staging blocks

@@ -48,7 +48,8 @@ void generate_normal(const Philox& g, uint64_t first, int64_t n, double mean, do
 // may be infinite), by inverse transform: z = quantile(Phi(alpha) + u
 // (Phi(beta) - Phi(alpha))), computed on the side of the mean where the
 // tail probabilities are small, clamped to [a, b]. std = 0 gives mean
-// clamped to [a, b]. Requires finite mean, std >= 0, a <= b (not checked).
+// clamped to [a, b]. Requires finite mean, std >= 0, a <= b with a finite
+// value between them (not checked here; MultithreadedRng checks).
 struct TruncNormal {
   double mean = 0, std = 1, a = -2, b = 2;
 };

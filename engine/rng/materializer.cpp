@@ -289,8 +289,10 @@ const std::vector<KindSpec>& kinds() {
          finite(p, t, "mean");
          non_negative(p, t, "std");
          const double a = p.number("a"), b = p.number("b");
-         SAMBA_CHECK(!std::isnan(a) && !std::isnan(b) && a <= b, Status::InvalidArgument,
-                     "{}: bounds 'a' {} and 'b' {} must satisfy a <= b", t.what, a, b);
+         SAMBA_CHECK(!std::isnan(a) && !std::isnan(b) && a <= b && a < INFINITY && b > -INFINITY,
+                     Status::InvalidArgument,
+                     "{}: bounds 'a' {} and 'b' {} must satisfy a <= b and hold a finite value",
+                     t.what, a, b);
        },
        [](const Params& p, const Tensor& out, const MultithreadedRng& rng) {
          rng.trunc_normal(out, {p.number("mean"), p.number("std"), p.number("a"), p.number("b")});

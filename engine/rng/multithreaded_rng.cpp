@@ -152,8 +152,10 @@ void MultithreadedRng::trunc_normal(const Tensor& out, const TruncNormal& t) con
   check_finite(t.std, "trunc_normal", "std");
   SAMBA_CHECK(t.std >= 0.0, Status::InvalidArgument, "trunc_normal: std must be >= 0, got {}",
               t.std);
-  SAMBA_CHECK(!std::isnan(t.a) && !std::isnan(t.b) && t.a <= t.b, Status::InvalidArgument,
-              "trunc_normal: bounds a {} and b {} must satisfy a <= b", t.a, t.b);
+  SAMBA_CHECK(
+      !std::isnan(t.a) && !std::isnan(t.b) && t.a <= t.b && t.a < INFINITY && t.b > -INFINITY,
+      Status::InvalidArgument,
+      "trunc_normal: bounds a {} and b {} must satisfy a <= b and hold a finite value", t.a, t.b);
   // float draws come from the double sampler: the tails need its precision.
   auto gen64 = [&](uint64_t f, int64_t n, double* p) {
     generate_trunc_normal(stream_, f, n, t, p);

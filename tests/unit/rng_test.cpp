@@ -504,6 +504,10 @@ TEST(MultithreadedRng, RejectsBadArguments) {
   EXPECT_EQ(status([&] { rng.uniform(f, 1, 0); }), Status::InvalidArgument);
   EXPECT_EQ(status([&] { rng.uniform(f, 0, INFINITY); }), Status::InvalidArgument);
   EXPECT_EQ(status([&] { rng.trunc_normal(f, {0, 1, 2, 1}); }), Status::InvalidArgument);
+  EXPECT_EQ(status([&] {
+              rng.trunc_normal(f, {0, 1, -INFINITY, -INFINITY});
+            }),
+            Status::InvalidArgument);
   EXPECT_EQ(status([&] { rng.integers(i, 3, 3); }), Status::InvalidArgument);
   EXPECT_EQ(status([&] { rng.integers(Tensor::empty({4}, DType::Bool), 0, 2); }),
             Status::DTypeMismatch);
