@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "engine/ops/op_util.h"
-#include "engine/rng/philox.h"
+#include "engine/rng/multithreaded_rng.h"
 
 namespace samba::ops {
 namespace {
@@ -145,39 +145,10 @@ void register_ranges(OpRegistry& r) {
 
 // ---- random -----------------------------------------------------------------------------
 
-// Elements of work per task: a Philox block costs about as much as 20 simple elements.
-constexpr int64_t kRandomGrain = kMinGrain / 16;
-
-rng::Philox generator(const Attrs& a) {
-  return {static_cast<uint64_t>(a.i("seed")), static_cast<uint64_t>(a.i("offset"))};
-}
-
-// Calls put(i, word) for elements [b, e) that take one 32-bit word each
-// (element i: word i % 4 of block i / 4).
-template <typename F>
-void for_words(const rng::Philox& g, int64_t b, int64_t e, F&& put) {
-  for (int64_t i = b; i < e;) {
-    const rng::Counter c = g.block(static_cast<uint64_t>(i) / 4);
-    for (int64_t w = i % 4; w < 4 && i < e; ++w, ++i) put(i, c[w]);
-  }
-}
-
-// Calls put(i, hi, lo) for elements [b, e) that take two words each
-// (element i: words 2 (i % 2) and 2 (i % 2) + 1 of block i / 2).
-template <typename F>
-void for_word_pairs(const rng::Philox& g, int64_t b, int64_t e, F&& put) {
-  for (int64_t i = b; i < e;) {
-    const rng::Counter c = g.block(static_cast<uint64_t>(i) / 2);
-    for (int64_t w = i % 2; w < 2 && i < e; ++w, ++i) put(i, c[2 * w], c[2 * w + 1]);
-  }
-}
-
-// Uniform [0, 1) with as many random bits as the type's significand holds, so
-// that rounding to the type can never produce 1.
-template <typename T>
-T unit_value(uint32_t w) {
-  constexpr int kBits = std::is_same_v<T, bf16> ? 8 : std::is_same_v<T, f16> ? 11 : 24;
-  return T(static_cast<float>(w >> (32 - kBits)) * (1.0f / static_cast<float>(1u << kBits)));
+// Stream `offset` under key `seed`, filled on the current pool.
+rng::MultithreadedRng generator(const Attrs& a) {
+  return rng::MultithreadedRng(
+      rng::Philox{static_cast<uint64_t>(a.i("seed")), static_cast<uint64_t>(a.i("offset"))});
 }
 
 void check_float_dtype(DType dt, const char* what) {
@@ -185,66 +156,25 @@ void check_float_dtype(DType dt, const char* what) {
               what, dtype_name(dt));
 }
 
-void uniform_fill(const Tensor& out, const rng::Philox& g) {
-  if (out.dtype() == DType::Float64) {
-    double* p = out.data<double>();
-    parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
-      for_word_pairs(g, b, e, [&](int64_t i, uint32_t hi, uint32_t lo) {
-        p[i] = rng::to_unit_double(hi, lo);
-      });
-    });
+// Uniform [0, 1). bfloat16 and float16 take the top 8 / 11 bits of each
+// element's word, a uniform grid that rounding to the type cannot push to 1.
+void uniform_fill(const Tensor& out, const rng::MultithreadedRng& g) {
+  if (!is_reduced_float(out.dtype())) {
+    g.uniform(out, 0.0, 1.0);
     return;
   }
+  const int bits = out.dtype() == DType::BFloat16 ? 8 : 11;
+  const float step = 1.0f / static_cast<float>(1u << bits);
   SAMBA_DISPATCH_FLOAT(out.dtype(), "rand", [&] {
     scalar_t* p = out.data<scalar_t>();
-    parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
-      for_words(g, b, e, [&](int64_t i, uint32_t w) { p[i] = unit_value<scalar_t>(w); });
-    });
-  });
-}
-
-// mean + std * N(0, 1). Element i is the cosine (even i) or sine (odd i) half
-// of the Box-Muller pair made from block i / 2.
-void normal_fill(const Tensor& out, const rng::Philox& g, double mean, double std) {
-  if (out.dtype() == DType::Float64) {
-    double* p = out.data<double>();
-    parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const rng::Counter c = g.block(static_cast<uint64_t>(i) / 2);
-        const double u1 = 1.0 - rng::to_unit_double(c[0], c[1]);  // (0, 1]
-        const double u2 = rng::to_unit_double(c[2], c[3]);
-        const double rad = std::sqrt(-2.0 * std::log(u1)), th = 6.283185307179586 * u2;
-        p[i] = mean + std * (i % 2 == 0 ? rad * std::cos(th) : rad * std::sin(th));
-      }
-    });
-    return;
-  }
-  SAMBA_DISPATCH_FLOAT(out.dtype(), "randn", [&] {
-    scalar_t* p = out.data<scalar_t>();
-    const float m = static_cast<float>(mean), s = static_cast<float>(std);
-    parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
-      float buf[1024];
+    parallel_for(out.numel(), kMinGrain, [&](int64_t b, int64_t e) {
+      uint32_t words[1024];
       for (int64_t i = b; i < e; i += 1024) {
         const int64_t n = std::min<int64_t>(1024, e - i);
-        rng::normal_floats(g, static_cast<uint64_t>(i), n, buf);
-        for (int64_t j = 0; j < n; ++j) p[i + j] = convert_value<scalar_t>(m + s * buf[j]);
+        rng::generate_words(g.stream(), static_cast<uint64_t>(i), n, words);
+        for (int64_t j = 0; j < n; ++j)
+          p[i + j] = scalar_t(static_cast<float>(words[j] >> (32 - bits)) * step);
       }
-    });
-  });
-}
-
-// Integers in [low, high): the top bits of a 64-bit product, so every value
-// is equally likely up to 2^-64 / range.
-void randint_fill(const Tensor& out, const rng::Philox& g, int64_t low, int64_t high) {
-  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
-  SAMBA_DISPATCH_NUMERIC(out.dtype(), "randint", [&] {
-    scalar_t* p = out.data<scalar_t>();
-    parallel_for(out.numel(), kRandomGrain, [&](int64_t b, int64_t e) {
-      for_word_pairs(g, b, e, [&](int64_t i, uint32_t hi, uint32_t lo) {
-        const uint64_t x = (uint64_t{hi} << 32) | lo;
-        const auto pick = static_cast<uint64_t>((static_cast<unsigned __int128>(x) * range) >> 64);
-        p[i] = convert_value<scalar_t>(static_cast<int64_t>(static_cast<uint64_t>(low) + pick));
-      });
     });
   });
 }
@@ -295,7 +225,7 @@ void register_random(OpRegistry& r) {
         check_float_dtype(c.attrs.dtype("dtype"), "randn");
         return shaped_meta(c);
       })
-      .kernel([](KernelContext& c) { normal_fill(c.outputs[0], generator(c.attrs), 0.0, 1.0); });
+      .kernel([](KernelContext& c) { generator(c.attrs).normal(c.outputs[0], 0.0, 1.0); });
 
   random_attrs(r.def("normal"), DType::Float32)
       .doc("Normal values of mean `mean` and standard deviation `std` from Philox (seed, offset).")
@@ -308,7 +238,7 @@ void register_random(OpRegistry& r) {
         return shaped_meta(c);
       })
       .kernel([](KernelContext& c) {
-        normal_fill(c.outputs[0], generator(c.attrs), c.attrs.f("mean"), c.attrs.f("std"));
+        generator(c.attrs).normal(c.outputs[0], c.attrs.f("mean"), c.attrs.f("std"));
       });
 
   random_attrs(r.def("randint"), DType::Int64)
@@ -329,7 +259,7 @@ void register_random(OpRegistry& r) {
         return shaped_meta(c);
       })
       .kernel([](KernelContext& c) {
-        randint_fill(c.outputs[0], generator(c.attrs), c.attrs.i("low"), c.attrs.i("high"));
+        generator(c.attrs).integers(c.outputs[0], c.attrs.i("low"), c.attrs.i("high"));
       });
 }
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "engine/ops/op_util.h"
-#include "engine/rng/philox.h"
+#include "engine/rng/distributions.h"
 
 namespace samba::ops {
 namespace {
@@ -19,25 +19,10 @@ void check_probability(double p) {
 // smallest integer k with k * 2^-24 >= p: an integer compare per element.
 uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 0x1.0p24)); }
 
-// Words are generated for a run of elements first (Philox blocks are
-// independent, so consecutive ones overlap in the pipeline), then the mask is
-// applied by a branch-free loop the compiler vectorizes.
+// Words are generated for a run of elements first (eight Philox blocks at a
+// time, vectorized), then the mask is applied by a branch-free loop the
+// compiler vectorizes.
 constexpr int64_t kRun = 256;
-
-// words[j] = word (first + j) % 4 of block (first + j) / 4, for j < n.
-inline void philox_words(const rng::Philox& gen, int64_t first, int64_t n, uint32_t* words) {
-  int64_t j = 0;
-  for (; j < n && (first + j) % 4 != 0; ++j)
-    words[j] = gen.block(static_cast<uint64_t>((first + j) / 4))[(first + j) % 4];
-  for (; j + 4 <= n; j += 4) {
-    const rng::Counter c = gen.block(static_cast<uint64_t>((first + j) / 4));
-    words[j] = c[0], words[j + 1] = c[1], words[j + 2] = c[2], words[j + 3] = c[3];
-  }
-  if (j < n) {
-    const rng::Counter c = gen.block(static_cast<uint64_t>((first + j) / 4));
-    for (int k = 0; j < n; ++j, ++k) words[j] = c[k];
-  }
-}
 
 template <typename T>
 void masked_scale(const T* x, T* y, int64_t n, const rng::Philox& gen, uint32_t threshold,
@@ -48,7 +33,7 @@ void masked_scale(const T* x, T* y, int64_t n, const rng::Philox& gen, uint32_t 
     uint32_t words[kRun];
     for (int64_t r = b; r < e; r += kRun) {
       const int64_t len = std::min(kRun, e - r);
-      philox_words(gen, r, len, words);
+      rng::generate_words(gen, static_cast<uint64_t>(r), len, words);
       const T* xr = x + r;
       T* yr = y + r;
       // x * (mask * scale) as PyTorch computes it (a dropped inf becomes NaN);

@@ -33,12 +33,16 @@ Attrs drop(double p, int64_t seed = 0, int64_t offset = 0) {
   return {{"p", p}, {"seed", seed}, {"offset", offset}};
 }
 
-// The mask from the RNG header's own generator, element by element.
+// The mask computed element by element from the Philox primitive and the
+// word layout documented in engine/rng/philox.h (element e: word (e / 8) % 4
+// of block (e / 32) * 8 + e % 8), independently of the vectorized generator.
 std::vector<bool> reference_mask(int64_t n, double p, uint64_t seed, uint64_t offset) {
-  std::vector<float> u(n);
-  rng::uniform_floats(rng::Philox{seed, offset}, 0, n, u.data());
+  const rng::Philox g{seed, offset};
   std::vector<bool> keep(n);
-  for (int64_t i = 0; i < n; ++i) keep[i] = static_cast<double>(u[i]) >= p;
+  for (int64_t e = 0; e < n; ++e) {
+    const uint32_t word = g.block(static_cast<uint64_t>(e / 32 * 8 + e % 8))[(e / 8) % 4];
+    keep[e] = static_cast<double>(word >> 8) * 0x1.0p-24 >= p;
+  }
   return keep;
 }
 
