@@ -80,6 +80,13 @@ inline samba_tensor* borrowed_handle(const Tensor& t) {
 
 samba_status set_error(const char* fn, samba_status code, const char* message);
 
+// User callbacks (models, materializers, loaders): the thread's last error
+// is cleared before the call, so the message a failing callback sets with
+// samba_set_error_message (or leaves from a failed Samba call) is the one
+// reported; fail_from_callback throws the error its status stands for.
+void clear_error();
+[[noreturn]] void fail_from_callback(samba_status st, std::string_view callback);
+
 template <typename T>
 void require(const T* p, const char* what) {
   if (!p) fail(Status::NullPointer, "argument '{}' is NULL", what);
@@ -121,6 +128,14 @@ std::vector<Tensor> run_op(samba_session* session, const OpDef& op, std::span<co
 // Single-output form, for ops known to return one tensor.
 Tensor run_op1(samba_session* session, std::string_view op, std::span<const Tensor> inputs,
                const Attrs& attrs = {});
+
+// Host-to-device copy of a host tensor (and its grad) into the device tensor
+// of the same name; a lazy placeholder is materialized on the device.
+void transfer_to_device(runtime::Runtime& rt, const Tensor& t);
+
+// fast_access: moves engine-owned, unshared host memory into pinned memory,
+// sets the flag, and records the name in the session (s may be null).
+void mark_fast_access(Session* s, const Tensor& t, bool on);
 
 template <typename F>
 samba_status guarded(const char* fn, F&& body) noexcept {

@@ -30,11 +30,6 @@ class TracingScope {
 // Outputs a callback may return; more is refused with a message.
 constexpr size_t kMaxModelOutputs = 256;
 
-Status status_from_callback(samba_status st) {
-  if (st > 0 && st <= SAMBA_ERR_INTERNAL) return static_cast<Status>(st);
-  return Status::InvalidArgument;
-}
-
 }  // namespace
 
 compiler::ModelFn model_from_callback(samba_model_fn fn, void* user_data) {
@@ -44,14 +39,13 @@ compiler::ModelFn model_from_callback(samba_model_fn fn, void* user_data) {
     for (const Tensor& t : in) handles.push_back(borrowed_handle(t));
     std::vector<samba_tensor*> outs(kMaxModelOutputs, nullptr);
     size_t n = 0;
+    clear_error();
     const samba_status st = fn(user_data, handles.data(), handles.size(), outs.data(), outs.size(), &n);
     // The engine owns whatever the callback wrote, even when it then failed.
     std::vector<Tensor> result;
     for (size_t i = 0; i < std::min(n, outs.size()); ++i)
       if (outs[i]) result.emplace_back(Ref<TensorImpl>::adopt(impl(outs[i])));
-    if (st != SAMBA_OK)
-      fail(status_from_callback(st), "the model callback returned {}{}{}", samba_status_name(st),
-           *samba_last_error_message() ? ": " : "", samba_last_error_message());
+    if (st != SAMBA_OK) fail_from_callback(st, "the model callback");
     SAMBA_CHECK(n <= outs.size(), Status::OutOfRange,
                 "the model callback reported {} outputs; at most {} are supported", n, outs.size());
     SAMBA_CHECK(result.size() == n, Status::NullPointer,

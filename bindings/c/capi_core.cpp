@@ -27,6 +27,18 @@ samba_status set_error(const char* fn, samba_status code, const char* message) {
   return code;
 }
 
+void clear_error() {
+  auto& e = last_error();
+  e.code = SAMBA_OK;
+  e.message.clear();
+}
+
+void fail_from_callback(samba_status st, std::string_view callback) {
+  const Status code = st > 0 && st <= SAMBA_ERR_INTERNAL ? static_cast<Status>(st) : Status::InvalidArgument;
+  const std::string& m = last_error().message;
+  fail(code, "{} returned {}{}{}", callback, samba_status_name(st), m.empty() ? "" : ": ", m);
+}
+
 DType checked_dtype(samba_dtype d, const char* what) {
   SAMBA_CHECK(is_valid_dtype(d), Status::InvalidArgument,
               "{} {} is not a dtype code (expected 0..{})", what, d, kNumDTypes - 1);
@@ -77,6 +89,17 @@ samba_status samba_set_log_sink(samba_log_fn sink, void* user_data) {
   });
 }
 samba_status samba_last_error_code(void) { return last_error().code; }
+
+samba_status samba_set_error_message(samba_status code, const char* message) {
+  auto& e = last_error();
+  try {
+    e.code = code;
+    e.message = message ? message : "";
+  } catch (...) {
+    return SAMBA_ERR_OUT_OF_MEMORY;
+  }
+  return SAMBA_OK;
+}
 
 const char* samba_status_name(samba_status s) {
   static const char* const kNames[] = {"SAMBA_OK",

@@ -4,6 +4,7 @@
 
 #include "bindings/c/capi.h"
 #include "engine/core/log.h"
+#include "engine/rng/lazy_param.h"
 
 using namespace samba;
 using namespace samba::capi;
@@ -45,7 +46,20 @@ void copy_to_host(runtime::Runtime& rt, const Tensor& t) {
   }
 }
 
-void copy_to_device(runtime::Runtime& rt, const Tensor& t) {
+}  // namespace
+
+namespace samba::capi {
+
+void transfer_to_device(runtime::Runtime& rt, const Tensor& t) {
+  if (t.is_lazy()) {
+    // A lazy parameter is materialized straight into device memory: the
+    // host keeps its placeholder and no host copy is ever made.
+    if (const auto* init = rng::lazy_initializer(t)) {
+      rt.fill(t.name(), [&](const Tensor& dst) { init->fill(dst, t.name()); });
+      return;
+    }
+    t.materialize();
+  }
   SAMBA_CHECK(t.has_data(), Status::InvalidState, "rdu: tensor '{}' has no host data to copy", t.name());
   rt.write(t.name(), t);
   const int32_t i = rt.program().find_tensor(t.name());
@@ -53,7 +67,7 @@ void copy_to_device(runtime::Runtime& rt, const Tensor& t) {
     rt.write(t.name(), Tensor(t.impl()->grad), true);
 }
 
-}  // namespace
+}  // namespace samba::capi
 
 extern "C" {
 
@@ -144,7 +158,7 @@ samba_status samba_tensor_cpu(samba_session* s, samba_tensor* t) {
 samba_status samba_tensor_rdu(samba_session* s, samba_tensor* t) {
   return SAMBA_GUARDED({
     require(s, "session");
-    copy_to_device(*s->impl.require_runtime("rdu"), tensor_arg(t, "t"));
+    transfer_to_device(*s->impl.require_runtime("rdu"), tensor_arg(t, "t"));
   });
 }
 
@@ -199,6 +213,14 @@ samba_status samba_session_to_cpu(samba_session* s, uint32_t what) {
     for (const auto& td : d.tensors) {
       if (!selected(roles, td.role) || td.role == pef::TensorRole::Gradient) continue;
       Tensor host = s->impl.find_tensor(td.name);
+      if (host.defined() && host.is_lazy()) {
+        // A placeholder takes the device values as its data.
+        const Tensor v = rt->read(td.name);
+        host.impl()->strides = v.strides();
+        host.impl()->offset = 0;
+        host.impl()->storage = v.impl()->storage;
+        continue;
+      }
       if (!host.defined() || !host.has_data()) {
         if (td.role != pef::TensorRole::OptimizerState) continue;
         // Optimizer state gets a host tensor the first time it is synced.
@@ -219,7 +241,7 @@ samba_status samba_session_to_rdu(samba_session* s, uint32_t what) {
     for (const auto& td : rt->program().desc().tensors) {
       if (!selected(roles, td.role) || td.role == pef::TensorRole::Gradient) continue;
       Tensor host = s->impl.find_tensor(td.name);
-      if (host.defined() && host.has_data()) copy_to_device(*rt, host);
+      if (host.defined() && (host.has_data() || host.is_lazy())) transfer_to_device(*rt, host);
     }
   });
 }

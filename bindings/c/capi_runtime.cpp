@@ -133,9 +133,9 @@ std::vector<Tensor> retrace(Session& s, compiler::GraphSpec spec, const pef::Gra
 void transfer_registered(runtime::Runtime& rt, const std::vector<Tensor>& hosts) {
   for (const Tensor& h : hosts) {
     const int32_t t = rt.program().find_tensor(h.name());
-    if (t < 0 || !h.has_data()) continue;
+    if (t < 0 || !(h.has_data() || h.is_lazy())) continue;
     const auto role = rt.program().desc().tensors[static_cast<size_t>(t)].role;
-    if (role == pef::TensorRole::Parameter || role == pef::TensorRole::Buffer) rt.write(h.name(), h);
+    if (role == pef::TensorRole::Parameter || role == pef::TensorRole::Buffer) transfer_to_device(rt, h);
   }
 }
 
@@ -251,6 +251,15 @@ samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, v
     if (o.transfer_device) {
       transfer_registered(*rt, hosts);
       for (const auto& [name, v] : grads) rt->write(name, v);
+    }
+    if (s->impl.pinned_memory()) {
+      // Inputs and output gradients are fast access, as SambaFlow marks them.
+      const auto& d = rt->program().desc();
+      for (int32_t t : g.inputs)
+        for (const Tensor& h : hosts)
+          if (h.name() == d.tensors[static_cast<size_t>(t)].name) mark_fast_access(&s->impl, h, true);
+      for (const auto& t : d.tensors)
+        if (t.role == pef::TensorRole::OutputGrad) s->impl.set_fast_access(t.name, true);
     }
     *n_outputs = outs.size();
     for (size_t i = 0; i < outs.size() && i < capacity; ++i) outputs[i] = to_handle(outs[i]);

@@ -2,6 +2,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/rng/lazy_param.h"
 
 namespace samba::compiler {
 
@@ -112,6 +113,11 @@ ValueId Tracer::value_of(const Tensor& t, bool mutated) {
   val.requires_grad = kind == ValueKind::Parameter && impl->requires_grad;
   val.region = impl->region_name;
   if (impl->mem_type >= 0) val.mem = static_cast<pef::MemType>(impl->mem_type);
+  // A built-in materializer travels in the PEF, so the program can give
+  // the tensor its initial values itself.
+  if (const auto* init = rng::lazy_initializer(t); init && init->materializer()->builtin() &&
+                                                   kind != ValueKind::Constant)
+    val.materializer = *init->materializer()->builtin();
   by_name_[name] = v;
   ids_[impl] = v;
   hosts_.push_back(t);

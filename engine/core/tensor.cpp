@@ -1,6 +1,7 @@
 #include "engine/core/tensor.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
@@ -59,8 +60,22 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+void Tensor::materialize() const {
+  SAMBA_CHECK(defined(), Status::NullPointer, "materialize_: the tensor is undefined");
+  if (!is_lazy()) return;
+  // One lock for all tensors: materialization is rare and parallel inside.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!is_lazy()) return;
+  const std::shared_ptr<const Initializer> init = impl_->init;
+  init->materialize(*impl_);
+  SAMBA_CHECK(impl_->storage && impl_->storage->nbytes() >= nbytes(), Status::Internal,
+              "materialize_: the initializer of '{}' left it without {} bytes of data", name(), nbytes());
+}
+
 void* Tensor::raw_data() const {
   SAMBA_CHECK(defined(), Status::NullPointer, "tensor is undefined");
+  if (!has_data() && is_lazy()) materialize();
   SAMBA_CHECK(has_data(), Status::InvalidState,
               "tensor '{}' of shape {} has no data ({})", name(), dims_str(shape()),
               is_symbolic() ? "it is symbolic: it only exists while tracing" : "its data was cleared");
@@ -91,6 +106,8 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::detach() const {
+  // A view of a placeholder would never see its data: materialize first.
+  if (defined() && is_lazy()) materialize();
   auto impl = make_ref<TensorImpl>();
   impl->dtype = impl_->dtype;
   impl->shape = impl_->shape;

@@ -18,6 +18,18 @@ struct Node;
 }
 
 class Tensor;
+class TensorImpl;
+
+// What gives a tensor its initial values (SambaTensor's materializer). A
+// lazily created parameter has one and no storage until first needed; the
+// core only calls it, engine/rng implements it.
+class Initializer {
+ public:
+  virtual ~Initializer() = default;
+  // Allocates t's storage (contiguous) and fills it. Called with the
+  // materialization lock held, at most once per lazy tensor.
+  virtual void materialize(TensorImpl& t) const = 0;
+};
 
 class TensorImpl : public RefCounted {
  public:
@@ -41,6 +53,10 @@ class TensorImpl : public RefCounted {
   Ref<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;
   int32_t output_nr = 0;
+
+  // Where the initial values come from; with no storage the tensor is a
+  // lazy placeholder, materialized on first use.
+  std::shared_ptr<const Initializer> init;
 
   // Opaque per-tensor state owned by higher layers (session bookkeeping).
   std::shared_ptr<void> extension;
@@ -76,6 +92,11 @@ class Tensor {
   bool is_contiguous() const;
   bool has_data() const { return static_cast<bool>(impl_->storage); }
   bool is_symbolic() const { return impl_->symbolic; }
+  // A placeholder whose values come from its initializer on first use.
+  bool is_lazy() const { return !impl_->storage && impl_->init && !impl_->symbolic; }
+  // Gives a lazy tensor its data (materialize_()); does nothing otherwise.
+  // Thread-safe: concurrent callers materialize once.
+  void materialize() const;
   bool requires_grad() const { return impl_->requires_grad; }
   const std::string& name() const { return impl_->name; }
   const std::string& region_name() const {
@@ -83,7 +104,8 @@ class Tensor {
   }
   Tensor grad() const { return Tensor(impl_->grad); }
 
-  // Pointer to the first element (storage + offset); throws when there is no data.
+  // Pointer to the first element (storage + offset); materializes a lazy
+  // tensor first; throws when there is no data.
   void* raw_data() const;
   template <typename T>
   T* data() const {

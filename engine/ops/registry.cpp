@@ -394,6 +394,7 @@ std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const 
                 "op '{}': input '{}' is a symbolic tensor of shape {}; symbolic tensors have no "
                 "values and can only be used while tracing a model",
                 op.name, in_name, dims_str(inputs[i].shape()));
+    inputs[i].materialize();  // a lazy parameter gets its values on first use
     SAMBA_CHECK(inputs[i].has_data(), Status::InvalidState,
                 "op '{}': input '{}' ('{}') has no data (it was cleared or never materialized)",
                 op.name, in_name, inputs[i].name());

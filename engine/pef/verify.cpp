@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "engine/pef/verify_internal.h"
+#include "engine/rng/materializer.h"
 
 namespace samba::pef {
 namespace verify_detail {
@@ -30,14 +31,6 @@ void check_attr_value(const AttrValue& v, std::string_view where) {
 
 namespace {
 
-// The RNG work provides rng::check_materializer(kind, params), which knows
-// the built-in kinds and their parameters. Until it lands every kind is
-// accepted here; this is the one place to call it from.
-void check_materializer_kind(const MaterializerDesc& m, std::string_view where) {
-  (void)m;
-  (void)where;
-}
-
 }  // namespace
 
 void verify_materializers(const ProgramDesc& p) {
@@ -53,7 +46,19 @@ void verify_materializers(const ProgramDesc& p) {
         corrupt("{}: parameter '{}' has no value", where, name);
       check_attr_value(value, fmt::format("{} parameter '{}'", where, name));
     }
-    check_materializer_kind(m, where);
+  }
+  // Each use against its tensor: the kind, its parameters and the shape and
+  // dtype it fills (a fan computation needs rank >= 2, ...).
+  for (const TensorDesc& t : p.tensors) {
+    if (t.materializer < 0) continue;
+    if (static_cast<size_t>(t.materializer) >= p.materializers.size())
+      corrupt("tensor '{}': materializer index {} is out of range (the PEF has {})", t.name, t.materializer,
+              p.materializers.size());
+    try {
+      rng::check_materializer(p.materializers[static_cast<size_t>(t.materializer)], t.dtype, t.shape, t.name);
+    } catch (const Error& e) {
+      corrupt("tensor '{}': {}", t.name, e.what());
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/ops/autograd.h"
+#include "engine/memory/staged_copy.h"
 #include "engine/runtime/checkpoint.h"
 #include "engine/runtime/pipeline.h"
 #include "engine/runtime/profile_events.h"
@@ -78,6 +79,24 @@ void Runtime::initialize_state() {
     if (!blob.empty()) std::memcpy(dst.raw_data(), blob.data(), blob.size());
   }
 }
+
+namespace {
+
+// Host-to-device copy of `host` into `dst`: through pinned staging blocks
+// when `staged` and the host memory is pageable, directly otherwise (a
+// fast_access tensor lives in pinned memory already; conversions and
+// strided layouts are element copies).
+void copy_to_device(const Tensor& dst, const Tensor& host, bool staged) {
+  const bool plain = host.dtype() == dst.dtype() && host.shape() == dst.shape() && host.is_contiguous() &&
+                     dst.is_contiguous() && host.has_data() && host.impl()->storage->kind() != MemoryKind::Pinned;
+  if (staged && plain && !host.impl()->fast_access && host.nbytes() > 0) {
+    staged_copy(dst.raw_data(), host.raw_data(), host.nbytes());
+    return;
+  }
+  dst.copy_from(host);
+}
+
+}  // namespace
 
 int32_t Runtime::tensor_index(std::string_view name, const char* what) const {
   const int32_t t = program_->find_tensor(name);
@@ -173,7 +192,8 @@ void Runtime::bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool prima
                           const std::vector<int32_t>& graphs_run) {
   std::optional<ProfileScope> scope;
   if (profiler_) scope.emplace(*profiler_, profile_events::kSetTensors, ProfileCategory::Runtime);
-  for (const Tensor& host : r.inputs) ctx.full_tensor(program_->find_tensor(host.name())).copy_from(host);
+  const bool staged = staged_transfers();
+  for (const Tensor& host : r.inputs) copy_to_device(ctx.full_tensor(program_->find_tensor(host.name())), host, staged);
   if (primary) return;
   // Another context than the primary: inputs the run does not give take the
   // values they have in the primary context, as if the run had used it.
@@ -439,7 +459,31 @@ void Runtime::write(std::string_view name, const Tensor& values, bool grad) {
   const Tensor& dst = primary_->full_tensor(t);
   SAMBA_CHECK(values.shape() == dst.shape(), Status::ShapeMismatch, "sn_data: values of shape {} for '{}' of shape {}",
               dims_str(values.shape()), name, dims_str(dst.shape()));
-  dst.copy_from(values);
+  copy_to_device(dst, values, staged_transfers());
+}
+
+void Runtime::fill(std::string_view name, const std::function<void(const Tensor& dst)>& fill) {
+  const int32_t t = tensor_index(name, "materialize");
+  const auto& td = program_->desc().tensors[static_cast<size_t>(t)];
+  SAMBA_CHECK(td.role != pef::TensorRole::Alias, Status::InvalidArgument,
+              "materialize: '{}' is a view inside the program and cannot be set", name);
+  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::mutex> lock(primary_mu_);
+  fill(primary_->full_tensor(t));
+}
+
+size_t Runtime::materialize_state(const rng::MaterializeOptions& options) {
+  const auto& d = program_->desc();
+  size_t n = 0;
+  for (const auto& td : d.tensors) {
+    if (td.materializer < 0 || td.role == pef::TensorRole::Alias || pef::in_activation_area(td.role)) continue;
+    const auto& m = d.materializers[static_cast<size_t>(td.materializer)];
+    rng::MaterializeOptions o = options;
+    o.sn_name = td.name;
+    fill(td.name, [&](const Tensor& dst) { rng::materialize(m, dst, o); });
+    ++n;
+  }
+  return n;
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/core/parallel.h"
+#include "engine/rng/materializer.h"
 #include "engine/runtime/execution_context.h"
 
 namespace samba::runtime {
@@ -88,6 +90,18 @@ class Runtime {
   // device tensor `name` or its gradient: sn_data / sn_grad setters.
   void write(std::string_view name, const Tensor& values, bool grad = false);
   bool has_tensor(std::string_view name) const { return program_->find_tensor(name) >= 0; }
+  // Fills the device tensor `name` in place with fill(dst): a lazy
+  // parameter materialized straight into device memory, with no host copy.
+  void fill(std::string_view name, const std::function<void(const Tensor& dst)>& fill);
+  // Gives every state tensor whose PEF entry names a built-in materializer
+  // its initial values under `options` (the stream is each tensor's name).
+  // Returns how many were filled.
+  size_t materialize_state(const rng::MaterializeOptions& options);
+
+  // Pinned memory (enable_pinned_memory): host-to-device copies of host
+  // tensors not marked fast_access go through page-locked staging blocks.
+  void set_staged_transfers(bool on) { staged_transfers_.store(on); }
+  bool staged_transfers() const { return staged_transfers_.load(); }
 
   // Argins: current values (defaults until run() or set_argin change them).
   AttrValue argin(std::string_view name) const;
@@ -126,6 +140,7 @@ class Runtime {
   std::vector<std::string_view> unit_names_;     // interned for the profiler
   std::vector<std::string> names_[kNumNameLists];
 
+  std::atomic<bool> staged_transfers_{false};
   mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs
   std::mutex primary_mu_;
   std::unique_ptr<ExecutionContext> primary_;

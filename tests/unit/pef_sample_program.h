@@ -235,14 +235,9 @@ inline ProgramDesc resffn_program() {
 
   int32_t kaiming = b.materializer("kaiming_uniform", {{"a", 2.23606797749979},
                                                        {"mode", std::string("fan_in")},
-                                                       {"seed", int64_t{42}},
-                                                       {"fan", std::vector<int64_t>{IN, H}}});
+                                                       {"nonlinearity", std::string("leaky_relu")}});
   int32_t zeros = b.materializer("zeros", {});
-  int32_t normal = b.materializer("normal", {{"mean", 0.0},
-                                             {"std", 0.02},
-                                             {"bounds", std::vector<double>{-2, 2}},
-                                             {"dtype", F::Float32},
-                                             {"truncated", true}});
+  int32_t normal = b.materializer("trunc_normal", {{"mean", 0.0}, {"std", 0.02}, {"a", -0.04}, {"b", 0.04}});
 
   int32_t x = b.tensor("x", R::Input, F::Float32, {B, IN}, MemType::HOST);
   b.at(x).batch_dim = 0;
