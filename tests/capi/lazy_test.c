@@ -113,6 +113,29 @@ int main(void) {
     samba_tensor_release(w);
   }
 
+  /* Random draws made before change nothing. */
+  {
+    samba_attrs* at = NULL;
+    samba_tensor* r = NULL;
+    size_t nr = 0;
+    uint64_t sd, sm;
+    int j;
+    CHECK_OK(samba_attrs_create(&at));
+    CHECK_OK(samba_attrs_set_ints(at, "shape", kShape, 2));
+    for (j = 0; j < 3; ++j) {
+      CHECK_OK(samba_session_random_stream(s, &sd, &sm));
+      CHECK_OK(samba_attrs_set_int(at, "seed", (int64_t)sd));
+      CHECK_OK(samba_attrs_set_int(at, "offset", (int64_t)sm));
+      CHECK_OK(samba_op_call(s, "randn", NULL, 0, at, &r, 1, &nr));
+      samba_tensor_release(r);
+    }
+    samba_attrs_release(at);
+    w = param(s, "fc.weight", ku);
+    values(w, b);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    samba_tensor_release(w);
+  }
+
   /* Another name is another stream; another seed other values. */
   w = param(s, "fc2.weight", ku);
   values(w, b);
@@ -232,7 +255,9 @@ int main(void) {
   }
 
   /* Random streams: new at each draw, repeated after a reset. */
+  CHECK_OK(samba_session_reset_random_generator(s));
   CHECK_OK(samba_session_random_stream(s, &seed0, &st0));
+  CHECK(st0 == 0);
   CHECK_OK(samba_session_random_stream(s, &seed1, &st1));
   CHECK(seed0 == seed1 && st1 == st0 + 1);
   CHECK_OK(samba_session_reset_random_generator(s));
