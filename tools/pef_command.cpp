@@ -4,10 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 
-#include "engine/pef/file_io.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/reader.h"
 #include "tools/command.h"
@@ -94,9 +94,10 @@ void add_pef_command(CLI::App& app, CommandAction& action) {
   info->add_option("file", opts->file, "the PEF file")->required();
   info->callback([&action, opts] {
     action = [opts] {
-      std::vector<uint8_t> bytes = read_file_bytes(opts->file);
       ProgramDesc p = read_pef(opts->file);
-      print(summary(opts->file, bytes.size(), p));
+      std::error_code ec;
+      uint64_t size = std::filesystem::file_size(opts->file, ec);
+      print(summary(opts->file, ec ? 0 : size, p));
       return 0;
     };
   });

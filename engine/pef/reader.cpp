@@ -2,6 +2,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <new>
 #include <optional>
 
 #include "engine/core/error.h"
@@ -397,9 +398,15 @@ ProgramDesc parse_pef(std::span<const uint8_t> bytes) {
       "{}-byte file)",
       bytes.size());
 
-  ProgramDesc program = convert(*fb::GetProgram(bytes.data()));
-  verify_program(program);
-  return program;
+  // Decoded structures take a small multiple of the file's size; a file
+  // crafted to decode into more than the machine has is refused as such.
+  try {
+    ProgramDesc program = convert(*fb::GetProgram(bytes.data()));
+    verify_program(program);
+    return program;
+  } catch (const std::bad_alloc&) {
+    fail(Status::OutOfMemory, "out of memory decoding a PEF of {} bytes", bytes.size());
+  }
 }
 
 ProgramDesc read_pef(const std::string& path) {
