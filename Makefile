@@ -19,7 +19,7 @@ CTEST_ARGS ?=
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan demo bench install clean format
+.PHONY: bench-peers all setup configure build test asan tsan demo bench install clean format
 
 all: build
 
@@ -67,6 +67,11 @@ bench: setup
 	cmake -S . -B $(BUILD) -DSAMBA_BUILD_BENCH=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	bash bench/run.sh $(BUILD)
+
+# Samba against PyTorch eager, JAX jit and ONNX Runtime on the same model
+# (creates bench/.venv with jax and onnxruntime from PyPI on first use).
+bench-peers: setup
+	bash bench/peers/run_peers.sh $(BUILD)
 
 # PREFIX given here wins over the one the build was configured with.
 install: build

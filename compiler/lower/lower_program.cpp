@@ -158,7 +158,9 @@ class Lowering {
              (v.kind == ValueKind::Parameter || v.kind == ValueKind::Buffer))) {
           if (has_values) t.blob = add_blob(v.host);
         }
-        if (v.materializer) {
+        // Embedded values are the tensor's contents; a materializer only
+        // describes a tensor whose values the PEF does not carry.
+        if (v.materializer && t.blob < 0) {
           p_.materializers.push_back(*v.materializer);
           t.materializer = static_cast<int32_t>(p_.materializers.size() - 1);
         }
