@@ -249,6 +249,19 @@ int main(void) {
     samba_session_release(s2);
 
     samba_tensor_release(net.w);
+
+    /* A parameter with values and a materializer: the PEF embeds the values. */
+    CHECK_OK(samba_session_disable_lazy_param(s));
+    net.w = param(s, "fc.weight", ku);
+    CHECK_OK(samba_session_compile(s, model, &net, &x, 1, NULL, 0, co));
+    CHECK_OK(samba_session_trace_graph(s, model, &net, &x, 1, NULL, 0, "capi_lazy.pef", NULL, &out, 1, &n));
+    samba_tensor_release(out);
+    CHECK_OK(samba_tensor_sn_data(s, net.w, &dev));
+    values(dev, a);
+    samba_tensor_release(dev);
+    values(net.w, b);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    samba_tensor_release(net.w);
     samba_tensor_release(x);
     samba_compile_options_release(co);
     samba_trace_options_release(to);
