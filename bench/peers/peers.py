@@ -105,7 +105,10 @@ def onnx_peer(model, x, y, batch, hidden, workdir):
     so.intra_op_num_threads = THREADS
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    feeds = {"x": x.numpy(), "y": y.numpy()}
+    import numpy as np
+    # Through lists: Debian's torch is built against an older numpy than the
+    # one jax and onnxruntime bring into the environment.
+    feeds = {"x": np.array(x.tolist(), dtype=np.float32), "y": np.array(y.tolist(), dtype=np.int64)}
     return median_seconds(lambda: sess.run(None, feeds), 5, repeats_for(batch, hidden) * 3)
 
 

@@ -1,0 +1,28 @@
+"""DLPack in and out through PyCapsules (samba_tensor_from_dlpack / _to_dlpack)."""
+import ctypes
+
+from ._lib import call, out_handle
+from .tensor import SambaTensor
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+
+
+def from_dlpack(obj):
+    capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
+    ptr = _api.PyCapsule_GetPointer(capsule, b"dltensor")
+    h = out_handle("samba_tensor_from_dlpack", ctypes.c_void_p(ptr))
+    # The tensor owns the DLManagedTensor now: the capsule must not delete it.
+    _api.PyCapsule_SetName(capsule, b"used_dltensor")
+    return SambaTensor(h)
+
+
+def to_dlpack(t):
+    managed = ctypes.c_void_p()
+    call("samba_tensor_to_dlpack", t.handle, ctypes.byref(managed))
+    return _api.PyCapsule_New(managed, b"dltensor", None)

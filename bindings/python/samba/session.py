@@ -1,0 +1,373 @@
+"""SambaSession: compile a model into a PEF, load it, and run it section by
+section on the emulated device. `samba.session` is the default session."""
+import atexit
+import contextlib
+import ctypes
+import threading
+
+from . import dtypes
+from ._lib import MODEL_FN, P, c_size, call, lib, out_handle, strings
+from .tensor import SambaTensor, as_tensor, to_handles
+
+_TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
+_NAMES = {"section_types": 0, "weights": 1, "argins": 2, "dropout_rate": 3, "dropout_seed": 4, "outputs": 5,
+          "inputs": 6}
+_MAX_OUTPUTS = 256
+
+
+class _PerfReport(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("section_id", ctypes.c_int32), ("iterations", ctypes.c_int64),
+                ("batch_size", ctypes.c_int64), ("samples_per_second", ctypes.c_double),
+                ("latency_mean_ms", ctypes.c_double), ("latency_p50_ms", ctypes.c_double),
+                ("latency_p99_ms", ctypes.c_double), ("latency_max_ms", ctypes.c_double)]
+
+
+def _borrowed(h):
+    """A SambaTensor for a borrowed handle (takes its own reference)."""
+    call("samba_tensor_retain", ctypes.c_void_p(h))
+    return SambaTensor(ctypes.c_void_p(h))
+
+
+class _ModelCallback:
+    """A Python model as the C ABI's samba_model_fn: errors become statuses
+    whose message carries the Python exception."""
+
+    def __init__(self, model):
+        self.model = model
+        self.error = None
+        self.fn = MODEL_FN(self._call)
+
+    def _call(self, _user, inputs, n_in, outputs, capacity, n_out):
+        try:
+            ins = [_borrowed(inputs[i]) for i in range(n_in)]
+            result = self.model(*ins)
+            outs = list(result) if isinstance(result, (tuple, list)) else [result]
+            if len(outs) > capacity:
+                raise ValueError(f"the model returned {len(outs)} outputs; at most {capacity} are supported")
+            for i, t in enumerate(outs):
+                t = as_tensor(t)
+                call("samba_tensor_retain", t.handle)
+                outputs[i] = t.handle.value
+            n_out[0] = len(outs)
+            return 0
+        except BaseException as e:  # noqa: BLE001 - reported through the status
+            self.error = e
+            lib.samba_set_error_message(1, f"{type(e).__name__}: {e}".encode())
+            return 1
+
+
+def _optimizer_handles(optimizers):
+    if optimizers is None:
+        return (P * 1)(), 0
+    if not isinstance(optimizers, (list, tuple)):
+        optimizers = [optimizers]
+    return (P * max(1, len(optimizers)))(*[o.handle for o in optimizers]), len(optimizers)
+
+
+class SambaSession:
+    """A session: a thread pool, a seed, profiles, and the loaded PEF."""
+
+    def __init__(self, pef_path="", num_threads=0, seed=0):
+        opts = out_handle("samba_session_options_create")
+        try:
+            call("samba_session_options_set_num_threads", opts, ctypes.c_int32(num_threads))
+            call("samba_session_options_set_seed", opts, ctypes.c_uint64(seed))
+            self._h = out_handle("samba_session_create", opts)
+        finally:
+            lib.samba_session_options_release(opts)
+        self._tracing = threading.local()
+        self.output_tensors = []
+        if pef_path:
+            self.reset(pef_path)
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h and lib is not None:
+            lib.samba_session_release(h)
+            self._h = None
+
+    @property
+    def handle(self):
+        return self._h
+
+    # ---- compiling ---------------------------------------------------------------------
+    @property
+    def tracing(self):
+        out = ctypes.c_int32()
+        call("samba_session_is_tracing", self._h, ctypes.byref(out))
+        return bool(out.value)
+
+    def compile(self, model, inputs, optimizers=None, name="model", loss_indices=None, io_host_memory=False,
+                pef_path=None, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
+                init_output_grads=True, **_ignored):
+        """Traces `model(*inputs)` and writes its PEF (name.pef, or pef_path); returns the path."""
+        co = out_handle("samba_compile_options_create")
+        cb = _ModelCallback(model)
+        path = pef_path or f"{name}.pef"
+        try:
+            call("samba_compile_options_set_name", co, name.encode())
+            call("samba_compile_options_set_pef_path", co, path.encode())
+            call("samba_compile_options_set_inference", co, ctypes.c_int32(1 if inference else 0))
+            call("samba_compile_options_set_opt_level", co, ctypes.c_int32(opt_level))
+            call("samba_compile_options_set_io_host_memory", co, ctypes.c_int32(1 if io_host_memory else 0))
+            if batch_size:
+                call("samba_compile_options_set_batch_size", co, ctypes.c_int64(batch_size))
+            if micro_batch_size:
+                call("samba_compile_options_set_micro_batch_size", co, ctypes.c_int64(micro_batch_size))
+            if loss_indices is not None:
+                arr = (ctypes.c_int64 * max(1, len(loss_indices)))(*loss_indices)
+                call("samba_compile_options_set_loss_indices", co, arr, ctypes.c_size_t(len(loss_indices)))
+            opts, n_opts = _optimizer_handles(optimizers)
+            self._run_model_call("samba_session_compile", cb, self._h, cb.fn, None, to_handles(inputs),
+                                 ctypes.c_size_t(len(inputs)), opts, ctypes.c_size_t(n_opts), co)
+        finally:
+            lib.samba_compile_options_release(co)
+        return path
+
+    def _run_model_call(self, fn, cb, *args):
+        try:
+            call(fn, *args)
+        except Exception as e:
+            if cb.error is not None:
+                raise e from cb.error
+            raise
+
+    def trace_graph(self, model, inputs, optimizers=None, pef_path="model.pef", init_output_grads=True,
+                    transfer_device=True, unspecified_grads=(), custom_grads=None):
+        """utils.trace_graph: loads the PEF after checking `model` against it; returns the outputs."""
+        to = out_handle("samba_trace_options_create")
+        cb = _ModelCallback(model) if model is not None else None
+        try:
+            call("samba_trace_options_set_init_output_grads", to, ctypes.c_int32(1 if init_output_grads else 0))
+            call("samba_trace_options_set_transfer_device", to, ctypes.c_int32(1 if transfer_device else 0))
+            for name in unspecified_grads:
+                call("samba_trace_options_add_unspecified_grad", to, name.encode())
+            for name, value in (custom_grads or {}).items():
+                v = as_tensor(value)
+                call("samba_trace_options_set_custom_grad", to, name.encode(), v.handle)
+            opts, n_opts = _optimizer_handles(optimizers)
+            outs = (P * _MAX_OUTPUTS)()
+            n = c_size()
+            self._run_model_call("samba_session_trace_graph", cb, self._h, cb.fn if cb else None, None,
+                                 to_handles(inputs), ctypes.c_size_t(len(inputs)), opts, ctypes.c_size_t(n_opts),
+                                 pef_path.encode(), to, outs, ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
+        finally:
+            lib.samba_trace_options_release(to)
+        self.output_tensors = [SambaTensor(outs[i]) for i in range(n.value)]
+        return self.output_tensors
+
+    # ---- running -----------------------------------------------------------------------
+    def run(self, input_tensors=None, output_tensors=(), hyperparam_dict=None, data_parallel=False,
+            reduce_on_rdu=False, section_ids=(), section_types=(), run_until_call_id=None,
+            run_from_call_id=None, data_parallel_mode="normal", train=True, grad_of_outputs=None):
+        """SambaSession.run: transfers the inputs, runs the selected sections, returns the outputs."""
+        ro = out_handle("samba_run_options_create")
+        try:
+            for k, v in (hyperparam_dict or {}).items():
+                call("samba_run_options_set_hyperparam", ro, k.encode(), ctypes.c_double(float(v)))
+            if section_types:
+                call("samba_run_options_set_section_types", ro, strings(list(section_types)),
+                     ctypes.c_size_t(len(section_types)))
+            if section_ids:
+                ids = (ctypes.c_int32 * len(section_ids))(*section_ids)
+                call("samba_run_options_set_section_ids", ro, ids, ctypes.c_size_t(len(section_ids)))
+            if run_from_call_id is not None or run_until_call_id is not None:
+                call("samba_run_options_set_call_range", ro,
+                     ctypes.c_int64(-1 if run_from_call_id is None else run_from_call_id),
+                     ctypes.c_int64(-1 if run_until_call_id is None else run_until_call_id))
+            call("samba_run_options_set_train", ro, ctypes.c_int32(1 if train else 0))
+            if grad_of_outputs:
+                kept = [as_tensor(g) if g is not None else None for g in grad_of_outputs]
+                grads = (P * len(kept))(*[g.handle if g is not None else None for g in kept])
+                call("samba_run_options_set_grad_of_outputs", ro, grads, ctypes.c_size_t(len(grad_of_outputs)))
+            if data_parallel:
+                call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if reduce_on_rdu else 0),
+                     data_parallel_mode.encode())
+            ins = list(input_tensors or [])
+            outs = (P * _MAX_OUTPUTS)()
+            n = c_size()
+            call("samba_session_run", self._h, to_handles(ins), ctypes.c_size_t(len(ins)),
+                 to_handles(list(output_tensors)), ctypes.c_size_t(len(output_tensors)), ro, outs,
+                 ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
+        finally:
+            lib.samba_run_options_release(ro)
+        return [SambaTensor(outs[i]) for i in range(n.value)]
+
+    def _names(self, kind):
+        n = c_size()
+        call("samba_session_name_count", self._h, ctypes.c_int32(_NAMES[kind]), ctypes.byref(n))
+        out = []
+        for i in range(n.value):
+            s = ctypes.c_char_p()
+            call("samba_session_name_at", self._h, ctypes.c_int32(_NAMES[kind]), ctypes.c_size_t(i), ctypes.byref(s))
+            out.append(s.value.decode())
+        return out
+
+    def get_section_types(self):
+        return self._names("section_types")
+
+    def get_weight_names(self):
+        return self._names("weights")
+
+    def get_argin_names(self):
+        return self._names("argins")
+
+    def get_dropout_rate_argin_names(self):
+        return self._names("dropout_rate")
+
+    def get_dropout_seed_argin_names(self):
+        return self._names("dropout_seed")
+
+    def get_tensors_by_name(self, names):
+        outs = (P * max(1, len(names)))()
+        call("samba_session_get_tensors_by_name", self._h, strings(list(names)), ctypes.c_size_t(len(names)), outs)
+        return [SambaTensor(outs[i]) for i in range(len(names))]
+
+    def get_tensors(self, samba_tensors):
+        return self.get_tensors_by_name([t.sn_name for t in samba_tensors])
+
+    def get_samba_tensor_by_name(self, name):
+        return SambaTensor(out_handle("samba_session_get_samba_tensor_by_name", self._h, name.encode()))
+
+    def update_tensor(self, name, tensor):
+        call("samba_session_update_tensor", self._h, name.encode(), tensor.handle if tensor is not None else None)
+
+    def reset(self, pef_path=""):
+        if pef_path:
+            call("samba_session_load_pef", self._h, pef_path.encode())
+        else:
+            call("samba_session_unload", self._h)
+
+    def _transfer(self, fn, what):
+        call(fn, self._h, ctypes.c_uint32(what))
+
+    def to_cpu(self, model=None, optims=None, inplace=False):
+        self._transfer("samba_session_to_cpu", 1 | 2 | (4 if optims else 0))
+        return model
+
+    def to_cpu_(self, model=None, optims=None):
+        return self.to_cpu(model, optims, inplace=True)
+
+    def to_rdu(self, model=None, optims=None):
+        self._transfer("samba_session_to_rdu", 1 | 2 | (4 if optims else 0))
+        return model
+
+    to_device = to_rdu
+
+    def sync_buffers_to_cpu(self, model=None, inplace=False):
+        self._transfer("samba_session_to_cpu", 2)
+
+    def sync_buffers_to_rdu(self, model=None):
+        self._transfer("samba_session_to_rdu", 2)
+
+    def init_output_grads(self, unspecified=(), custom=None):
+        custom = custom or {}
+        names = list(custom)
+        kept = [as_tensor(custom[k]) for k in names]
+        vals = (P * max(1, len(names)))(*[v.handle for v in kept])
+        call("samba_session_init_output_grads", self._h, strings(list(unspecified)), ctypes.c_size_t(len(unspecified)),
+             strings(names), vals, ctypes.c_size_t(len(names)))
+
+    def measure_performance(self, inputs, iterations=10, warmup=2, section_types=()):
+        rep = _PerfReport(struct_size=ctypes.sizeof(_PerfReport))
+        ro = out_handle("samba_run_options_create")
+        try:
+            if section_types:
+                call("samba_run_options_set_section_types", ro, strings(list(section_types)),
+                     ctypes.c_size_t(len(section_types)))
+            call("samba_session_measure_performance", self._h, to_handles(inputs), ctypes.c_size_t(len(inputs)), ro,
+                 ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
+        finally:
+            lib.samba_run_options_release(ro)
+        return {f: getattr(rep, f) for f, _ in _PerfReport._fields_ if f != "struct_size"}
+
+    # ---- checkpoints and profiles --------------------------------------------------------
+    def save_checkpoint(self, path, what=("parameters", "optimizer_state")):
+        call("samba_session_save_checkpoint", self._h, path.encode(),
+             ctypes.c_uint32(sum(_TRANSFER[w] for w in what)))
+
+    def load_checkpoint(self, path, what=("parameters", "optimizer_state"), strict=True):
+        call("samba_session_load_checkpoint", self._h, path.encode(),
+             ctypes.c_uint32(sum(_TRANSFER[w] for w in what)), ctypes.c_int32(1 if strict else 0))
+
+    def start_samba_profile(self):
+        call("samba_session_start_profile", self._h)
+
+    def end_samba_profile(self, filename=None):
+        call("samba_session_end_profile", self._h, (filename or "samba_profile.json").encode())
+
+    @contextlib.contextmanager
+    def samba_profile(self, filename=None):
+        self.start_samba_profile()
+        try:
+            yield self
+        finally:
+            self.end_samba_profile(filename)
+
+    def start_runtime_profile(self, timer_enabled=True):
+        call("samba_session_start_runtime_profile", self._h)
+
+    def end_runtime_profile(self, log_file="cprofile_tmp.log"):
+        call("samba_session_end_runtime_profile", self._h, log_file.encode())
+
+    # ---- lazy parameters, random state, pinned memory ------------------------------------
+    def enable_lazy_param(self, seed=None, init_threads=8, inverse_transform_sampling=False,
+                          fp32_to_bf16_rounding="nearest_even"):
+        if fp32_to_bf16_rounding not in ("nearest_even", "truncation"):
+            raise ValueError(f"fp32_to_bf16_rounding must be 'nearest_even' or 'truncation', got "
+                             f"{fp32_to_bf16_rounding!r}")
+        lo = out_handle("samba_lazy_param_options_create")
+        try:
+            if seed is not None:
+                call("samba_lazy_param_options_set_seed", lo, ctypes.c_uint64(seed))
+            call("samba_lazy_param_options_set_init_threads", lo, ctypes.c_int32(init_threads))
+            call("samba_lazy_param_options_set_inverse_transform_sampling", lo,
+                 ctypes.c_int32(1 if inverse_transform_sampling else 0))
+            call("samba_lazy_param_options_set_bf16_rounding", lo,
+                 ctypes.c_int32(0 if fp32_to_bf16_rounding == "nearest_even" else 1))
+            call("samba_session_enable_lazy_param", self._h, lo)
+        finally:
+            lib.samba_lazy_param_options_release(lo)
+
+    def disable_lazy_param(self):
+        call("samba_session_disable_lazy_param", self._h)
+
+    def use_lazy_param(self):
+        out = ctypes.c_int32()
+        call("samba_session_use_lazy_param", self._h, ctypes.byref(out))
+        return bool(out.value)
+
+    def reset_random_generator(self):
+        call("samba_session_reset_random_generator", self._h)
+
+    def set_seed(self, seed):
+        call("samba_session_set_seed", self._h, ctypes.c_uint64(seed))
+
+    def random_stream(self):
+        seed, stream = ctypes.c_uint64(), ctypes.c_uint64()
+        call("samba_session_random_stream", self._h, ctypes.byref(seed), ctypes.byref(stream))
+        return seed.value, stream.value
+
+    def enable_pinned_memory(self):
+        call("samba_session_enable_pinned_memory", self._h)
+
+    def disable_pinned_memory(self):
+        call("samba_session_disable_pinned_memory", self._h)
+
+    def use_pinned_memory(self):
+        out = ctypes.c_int32()
+        call("samba_session_use_pinned_memory", self._h, ctypes.byref(out))
+        return bool(out.value)
+
+    # ---- process exit --------------------------------------------------------------------
+    @staticmethod
+    def atexit_register(func, *args, **kwargs):
+        atexit.register(func, *args, **kwargs)
+        return func
+
+    @staticmethod
+    def use_abexit():
+        return False
+
+
+session = SambaSession()
