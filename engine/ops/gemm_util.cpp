@@ -10,6 +10,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
+#include "engine/ops/gemm_dot_util.h"
 #include "engine/ops/gemm_kernel_util.h"
 
 namespace samba::ops {
@@ -72,9 +73,14 @@ void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, i
                int64_t c0, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    if (g.k > 0 && gemm_kernel() == GemmKernel::Auto && detail::has_packed_sgemm() &&
-        detail::prefer_packed_sgemm(rows, cols, g.k))
-      return detail::packed_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+    if (g.k > 0 && gemm_kernel() == GemmKernel::Auto) {
+      if (detail::prefer_dot_sgemm(g, rows)) {
+        detail::dot_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+        return apply_epilogue(c + r0 * g.ldc + c0, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+      }
+      if (detail::has_packed_sgemm() && detail::prefer_packed_sgemm(rows, cols, g.k))
+        return detail::packed_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+    }
   }
   T* ct = c + r0 * g.ldc + c0;
   RowMap<T> cm(ct, rows, cols, Eigen::OuterStride<>(g.ldc));
