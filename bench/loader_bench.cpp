@@ -19,21 +19,24 @@ namespace {
 constexpr int64_t kBatches = 40;
 constexpr int64_t kRows = 256, kFeatures = 784;
 
-// Busy CPU work for `ms` milliseconds (a run or a producer's decoding).
-void spin(double ms) {
-  const auto until = Clock::now() + std::chrono::duration<double, std::milli>(ms);
+// Busy CPU work until `ms` milliseconds after `from` (a run, or a
+// producer's decoding).
+void spin(double ms, Clock::time_point from = Clock::now()) {
+  const auto until = from + std::chrono::duration<double, std::milli>(ms);
   while (Clock::now() < until) {
   }
 }
 
+// A batch that takes `ms` to produce, filling its tensors included.
 std::vector<Tensor> make_batch(int64_t i, double ms) {
-  spin(ms);
+  const auto t0 = Clock::now();
   Tensor x = Tensor::empty({kRows, kFeatures}, DType::Float32);
   Tensor y = Tensor::empty({kRows}, DType::Int64);
   float* xv = x.data<float>();
   for (int64_t k = 0; k < x.numel(); ++k) xv[k] = static_cast<float>((k + i) % 17);
   int64_t* yv = y.data<int64_t>();
   for (int64_t k = 0; k < kRows; ++k) yv[k] = (k + i) % 10;
+  spin(ms, t0);
   return {x, y};
 }
 
