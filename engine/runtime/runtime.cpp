@@ -190,10 +190,20 @@ void Runtime::check_inputs(ExecutionContext& ctx, const RunRequest& r, bool prim
 
 void Runtime::bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary,
                           const std::vector<int32_t>& graphs_run) {
-  std::optional<ProfileScope> scope;
-  if (profiler_) scope.emplace(*profiler_, profile_events::kSetTensors, ProfileCategory::Runtime);
   const bool staged = staged_transfers();
-  for (const Tensor& host : r.inputs) copy_to_device(ctx.full_tensor(program_->find_tensor(host.name())), host, staged);
+  // Inputs already in pinned memory (fast access) are copied under their own
+  // profile event, the others (staged or not) under the plain one.
+  for (const bool pinned : {true, false}) {
+    std::optional<ProfileScope> scope;
+    for (const Tensor& host : r.inputs) {
+      const bool in_pinned = host.has_data() && host.impl()->storage->kind() == MemoryKind::Pinned;
+      if (in_pinned != pinned) continue;
+      if (profiler_ && !scope)
+        scope.emplace(*profiler_, pinned ? profile_events::kSetPinnedInputTensors : profile_events::kSetTensors,
+                      ProfileCategory::Runtime);
+      copy_to_device(ctx.full_tensor(program_->find_tensor(host.name())), host, staged);
+    }
+  }
   if (primary) return;
   // Another context than the primary: inputs the run does not give take the
   // values they have in the primary context, as if the run had used it.
