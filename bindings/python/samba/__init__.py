@@ -14,7 +14,7 @@ from .lazy import Materializer, RngStream
 from .ops import call_op, op_names, schema
 from .session import SambaSession, session
 from .tensor import SambaTensor, as_tensor, from_numpy
-from . import optim
+from . import optim, utils
 
 __version__ = _lib.samba_version().decode()
 
