@@ -40,7 +40,7 @@ run("configure find_package consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/consumer
     "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS}")
 run("build find_package consumer" ${CMAKE_COMMAND} --build ${consumer_build} --config ${CONFIG})
 # CMake gives build-tree executables an RPATH to the imported library.
-foreach(exe consumer_shared consumer_static)
+foreach(exe consumer_shared consumer_static consumer_cpp)
   run("run ${exe}" ${consumer_build}/${exe})
 endforeach()
 
