@@ -12,6 +12,11 @@ packages=(
   python3-numpy python3-pytest python3-torch python3-venv
 )
 
+# The Rust and Go bindings' toolchains: Debian's, unless one is already
+# installed (rustup's in ~/.cargo/bin, Go's in /usr/local/go/bin).
+command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || packages+=(cargo)
+command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || packages+=(golang-go)
+
 if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
   echo "setup: not a Debian-like system; install the equivalents of: ${packages[*]}" >&2
   exit 1

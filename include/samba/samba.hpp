@@ -141,10 +141,12 @@ class Tensor {
     check(samba_tensor_set_requires_grad(h_, v ? 1 : 0));
     return *this;
   }
+  // The gradient (empty when none); samba_tensor_grad lends it, so this
+  // takes a reference of its own.
   Tensor grad() const {
     samba_tensor* g = nullptr;
     check(samba_tensor_grad(h_, &g));
-    return Tensor(g);
+    return g ? borrow(g) : Tensor();
   }
   void backward() const { check(samba_tensor_backward(h_, nullptr, 0)); }
   double item() const {

@@ -127,7 +127,10 @@ class SambaTensor:
     @property
     def grad(self):
         h = out_handle("samba_tensor_grad", self._h)
-        return SambaTensor(h) if h else None
+        if not h:
+            return None
+        call("samba_tensor_retain", h)  # the C call lends the gradient
+        return SambaTensor(h)
 
     @grad.setter
     def grad(self, g):

@@ -1,0 +1,129 @@
+//! Compiles a two-layer network with SGD (momentum), loads it, runs training
+//! steps, and checks every step's loss against the same training done
+//! eagerly through the library's ops and autograd; plus errors as values.
+use samba::{op1, Attrs, Optimizer, Session, Tensor};
+
+const LR: f64 = 0.2;
+const MOMENTUM: f64 = 0.9;
+
+fn param(name: &str, shape: &[i64], phase: f64) -> Tensor {
+    let n: i64 = shape.iter().product();
+    let v: Vec<f32> = (0..n).map(|i| (0.4 * (1.3 * i as f64 + phase).sin()) as f32).collect();
+    let t = Tensor::from_f32(&v, shape).unwrap();
+    t.set_name(name).unwrap().set_requires_grad(true).unwrap();
+    t
+}
+
+fn data() -> (Tensor, Tensor) {
+    let xs: Vec<f32> = (0..32).map(|i| (0.9 * i as f64).cos() as f32).collect();
+    let x = Tensor::from_f32(&xs, &[8, 4]).unwrap();
+    x.set_name("x").unwrap();
+    let y = Tensor::from_i64(&[0, 1, 2, 1, 0, 2, 2, 1], &[8]).unwrap();
+    y.set_name("y").unwrap();
+    (x, y)
+}
+
+fn forward(p: &[Tensor], x: &Tensor, y: &Tensor) -> samba::Result<Tensor> {
+    let h = op1("tanh", &[&op1("linear", &[x, &p[0], &p[1]], None)?], None)?;
+    let logits = op1("linear", &[&h, &p[2], &p[3]], None)?;
+    op1("cross_entropy", &[&logits, y], None)
+}
+
+/// SGD with momentum done by hand on host tensors, as torch.optim.SGD does it.
+fn eager_losses(steps: usize) -> Vec<f64> {
+    let (x, y) = data();
+    let mut w: Vec<Vec<f32>> = params().iter().map(|t| t.to_vec_f32().unwrap()).collect();
+    let shapes = [vec![6, 4], vec![6], vec![3, 6], vec![3]];
+    let mut velocity: Vec<Vec<f32>> = Vec::new();
+    let mut losses = Vec::new();
+    for step in 0..steps {
+        let p: Vec<Tensor> = w
+            .iter()
+            .zip(shapes.iter())
+            .map(|(v, s)| {
+                let t = Tensor::from_f32(v, s).unwrap();
+                t.set_requires_grad(true).unwrap();
+                t
+            })
+            .collect();
+        let loss = forward(&p, &x, &y).unwrap();
+        losses.push(loss.item().unwrap());
+        loss.backward().unwrap();
+        for (k, t) in p.iter().enumerate() {
+            let g = t.grad().unwrap().unwrap().to_vec_f32().unwrap();
+            if step == 0 {
+                velocity.push(g.clone());
+            } else {
+                for (v, gi) in velocity[k].iter_mut().zip(g.iter()) {
+                    *v = (MOMENTUM as f32) * *v + gi;
+                }
+            }
+            for (wi, v) in w[k].iter_mut().zip(velocity[k].iter()) {
+                *wi -= (LR as f32) * v;
+            }
+        }
+    }
+    losses
+}
+
+fn params() -> Vec<Tensor> {
+    vec![param("fc1.weight", &[6, 4], 1.0), param("fc1.bias", &[6], 2.0), param("fc2.weight", &[3, 6], 3.0), param("fc2.bias", &[3], 4.0)]
+}
+
+#[test]
+fn compiled_training_matches_eager_training() {
+    let p = params();
+    let (x, y) = data();
+    let model = |inputs: &[Tensor]| -> samba::Result<Vec<Tensor>> { Ok(vec![forward(&p, &inputs[0], &inputs[1])?]) };
+    let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", LR).unwrap().float("momentum", MOMENTUM).unwrap()).unwrap();
+    sgd.add_param_group(&p.iter().collect::<Vec<_>>()).unwrap();
+    let session = Session::new(2).unwrap();
+    let pef = std::env::temp_dir().join(format!("rust_ffn_{}.pef", std::process::id()));
+    let pef = pef.to_str().unwrap();
+    session.compile(&model, &[&x, &y], &[&sgd], pef, &[0]).unwrap();
+    let outs = session.trace_graph(&model, &[&x, &y], &[&sgd], pef).unwrap();
+    assert_eq!(outs.len(), 1);
+
+    let want = eager_losses(20);
+    for (step, w) in want.iter().enumerate() {
+        let got = session.run(&[&x, &y], &outs, &[]).unwrap()[0].item().unwrap();
+        assert!((got - w).abs() <= 1e-5 * w.abs().max(1.0), "step {step}: compiled {got}, eager {w}");
+    }
+    assert!(want[19] < 0.8 * want[0], "training did not lower the loss: {want:?}");
+    // The device weights moved; the host ones did not.
+    assert_ne!(session.sn_data(&p[0]).unwrap().to_vec_f32().unwrap(), p[0].to_vec_f32().unwrap());
+    let _ = std::fs::remove_file(pef);
+    let _ = std::fs::remove_file(format!("{pef}.log"));
+}
+
+#[test]
+fn errors_are_values_with_the_status_and_message() {
+    let a = Tensor::from_f32(&[1.0; 6], &[2, 3]).unwrap();
+    let e = op1("matmul", &[&a, &a], None).err().expect("a 2x3 @ 2x3 product must fail");
+    assert_eq!(e.status_name, "SAMBA_ERR_SHAPE_MISMATCH");
+    assert!(e.message.contains("matmul"), "{e}");
+    let e = op1("no_such_op", &[&a], None).err().unwrap();
+    assert_eq!(e.status_name, "SAMBA_ERR_NOT_FOUND");
+
+    // A model returning an error fails the compile with its message.
+    let session = Session::new(1).unwrap();
+    let broken = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> {
+        Err(samba::Error { status: 1, status_name: String::new(), message: "layer 3 is missing".into() })
+    };
+    let e = session.compile(&broken, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
+    assert!(e.message.contains("layer 3 is missing"), "{e}");
+    // A panicking model is caught at the boundary.
+    let panics = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> { panic!("boom") };
+    let e = session.compile(&panics, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
+    assert!(e.message.contains("panicked"), "{e}");
+}
+
+#[test]
+fn tensors_are_shared_and_released() {
+    let t = Tensor::from_f32(&[1.0, 2.0, 3.0], &[3]).unwrap();
+    let u = t.clone();
+    drop(t);
+    assert_eq!(u.to_vec_f32().unwrap(), vec![1.0, 2.0, 3.0]);
+    assert_eq!(u.shape().unwrap(), vec![3]);
+    assert!(!samba::version().is_empty());
+}
