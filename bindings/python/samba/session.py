@@ -6,7 +6,7 @@ import ctypes
 import threading
 
 from . import dtypes
-from ._lib import MODEL_FN, P, c_size, call, check, lib, out_handle, strings
+from ._lib import SambaError, MODEL_FN, P, c_size, call, check, lib, out_handle, strings
 from .tensor import SambaTensor, as_tensor, to_handles
 
 _TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
@@ -198,9 +198,30 @@ class SambaSession:
         finally:
             lib.samba_trace_options_release(to)
         self.output_tensors = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
+        if init_output_grads and transfer_device and not unspecified_grads and not custom_grads:
+            self._zero_non_loss_grads(self.output_tensors)
         if model is not None:
             _set_output_tensors(model, self.output_tensors)
         return self.output_tensors
+
+    def _zero_non_loss_grads(self, outputs):
+        """A model returning (loss, logits) compiled without loss_indices has
+        gradients for both; as in SambaFlow apps, only the scalar outputs are
+        losses: the others' gradients start at zero (set them with sn_grad or
+        run's grad_of_outputs)."""
+        scalars = [o for o in outputs if o.dim() == 0]
+        others = [o.sn_name for o in outputs if o.dim() > 0]
+        if not scalars or not others or "BCKWD" not in self.get_section_types():
+            return
+        with_grads = []
+        for name in others:
+            try:
+                self.get_tensors_by_name([name + ".grad"])
+                with_grads.append(name)
+            except SambaError:
+                pass  # not differentiated: nothing to zero
+        if with_grads:
+            self.init_output_grads(with_grads)
 
     def use_static_functional(self):
         """True while tracing: ops record a graph instead of computing."""
