@@ -11,9 +11,8 @@ _END = object()
 
 
 class _Failure:
-    def __init__(self, error, where):
+    def __init__(self, error):
         self.error = error
-        self.where = where
 
 
 class SambaLoader:
@@ -61,8 +60,7 @@ class SambaLoader:
                     return
             item = _END
         except BaseException as e:  # noqa: BLE001 - handed to the consumer
-            import traceback
-            item = _Failure(e, traceback.format_exc())
+            item = _Failure(e)
         while not stop.is_set():
             try:
                 q.put(item, timeout=0.05)
@@ -91,8 +89,8 @@ class SambaLoader:
                 if item is _END:
                     return
                 if isinstance(item, _Failure):
-                    raise RuntimeError(f"SambaLoader: loading a batch failed: {type(item.error).__name__}: "
-                                       f"{item.error}\n{item.where}") from item.error
+                    # The producer's own exception: its type, message and traceback.
+                    raise item.error
                 yield tuple(item)
         finally:
             if q is self._queue:
