@@ -3,7 +3,7 @@
 # Usage: run_pytest.sh LIBSAMBA_PATH [pytest args]. Exit 77 (skipped) when the
 # interpreter lacks pytest or numpy (make setup installs them).
 set -euo pipefail
-lib=$1
+lib=$(realpath "$1")
 shift
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py=/usr/bin/python3

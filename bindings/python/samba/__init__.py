@@ -9,22 +9,45 @@ Ops come from the engine's registry (samba.op_names()); SambaSession and the
 default `samba.session` compile models into PEF files and run them."""
 from ._lib import SambaError, lib as _lib
 from . import dtypes
+from .dtypes import DType as dtype, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8
+from .dtypes import promote_types
 from .creation import arange, empty, full, normal, ones, parameter, rand, randint, randn, zeros
 from .lazy import Materializer, RngStream
 from .ops import call_op, op_names, schema
 from .session import SambaSession, session
 from .tensor import SambaTensor, as_tensor, from_numpy
-from . import optim, utils
+from .torch_interop import from_torch_model_, from_torch_tensor, to_torch
+from .graph import SambaGraph
+from .sambaloader import SambaLoader
+from . import optim
+from . import utils
 
 __version__ = _lib.samba_version().decode()
 
-float32, bfloat16, float16, float64 = "float32", "bfloat16", "float16", "float64"
-int64, int32, int16, int8, uint8 = "int64", "int32", "int16", "int8", "uint8"
+bool = bool_  # noqa: A001 - torch's spelling, samba.bool
+float = float32  # noqa: A001
+long = int64
 
 
 def set_seed(seed):
     """The default session's seed (random tensors, lazy parameters without a seed of their own)."""
     session.set_seed(seed)
+    session.reset_random_generator()
+
+
+def from_torch_model(model):
+    """from_torch_model_ (the conversion is in place either way)."""
+    return from_torch_model_(model)
+
+
+def ops():
+    """The names of the registry's ops (each is a samba.<name> function)."""
+    return op_names()
+
+
+def op_schema(name):
+    """The registry's schema of op `name` (inputs, attributes with types and defaults, docs)."""
+    return schema(name)
 
 
 def from_dlpack(obj):

@@ -16,11 +16,12 @@ class SambaError(RuntimeError):
 
 
 def _candidates():
+    """Next to the package, then $SAMBA_LIBRARY, then the system library path."""
+    for name in ("libsamba.so", "libsamba.so.0"):
+        yield os.path.join(_here, name)
     env = os.environ.get("SAMBA_LIBRARY")
     if env:
         yield env
-    for name in ("libsamba.so", "libsamba.so.0"):
-        yield os.path.join(_here, name)
     found = ctypes.util.find_library("samba")
     if found:
         yield found
@@ -30,12 +31,15 @@ def _candidates():
 def _load():
     tried = []
     for path in _candidates():
+        if os.path.isabs(path) and not os.path.exists(path):
+            tried.append(f"{path} (no such file)")
+            continue
         try:
             return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{path} ({e})")
     raise ImportError("libsamba.so was not found; looked in: " + "; ".join(tried) +
-                      ". Set SAMBA_LIBRARY to the library's path.")
+                      ". Set SAMBA_LIBRARY to the library's path (for a build tree: build/libsamba.so).")
 
 
 lib, path = _load()
@@ -58,9 +62,11 @@ lib.samba_dtype_size.argtypes = [c_int32]
 for _fn in ("samba_tensor_release", "samba_session_release", "samba_attrs_release", "samba_optimizer_release",
             "samba_compile_options_release", "samba_run_options_release", "samba_trace_options_release",
             "samba_session_options_release", "samba_lazy_param_options_release", "samba_materializer_release",
-            "samba_index_release"):
-    getattr(lib, _fn).argtypes = [P]
-    getattr(lib, _fn).restype = None
+            "samba_index_release", "samba_graph_release"):
+    _f = getattr(lib, _fn, None)  # optional ones may be missing from an older library
+    if _f is not None:
+        _f.argtypes = [P]
+        _f.restype = None
 
 
 def check(status):
@@ -69,9 +75,19 @@ def check(status):
         raise SambaError(name, lib.samba_last_error_message().decode())
 
 
+def function(name):
+    """The library's function `name`, looked up when first called, so that a
+    library without it fails only there, with SambaError naming it."""
+    try:
+        return getattr(lib, name)
+    except AttributeError:
+        raise SambaError("SAMBA_ERR_UNSUPPORTED", f"{name} is not available in this library ({path}); "
+                         f"it needs a newer libsamba") from None
+
+
 def call(name, *args):
     """Calls a samba_* function returning a status; raises SambaError on failure."""
-    check(getattr(lib, name)(*args))
+    check(function(name)(*args))
 
 
 def out_handle(name, *args):

@@ -24,7 +24,7 @@ def _finish(t, name, requires_grad, batch_dim=None):
 def empty(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
     shape = _shape(size)
     arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
-    t = SambaTensor(out_handle("samba_tensor_create", ctypes.c_int32(dtypes.from_name(dtype)), arr,
+    t = SambaTensor._wrap(out_handle("samba_tensor_create", ctypes.c_int32(dtypes.from_name(dtype)), arr,
                                ctypes.c_size_t(len(shape))))
     return _finish(t, name, requires_grad, batch_dim)
 
@@ -66,10 +66,23 @@ def randn(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None
     return _random("randn", size, {}, dtype, name, requires_grad, batch_dim)
 
 
-def randint(low, high=None, size=(), dtype="int64", name=None, requires_grad=False, batch_dim=None):
+def randint(*args, size=None, dtype="int64", name=None, requires_grad=False, batch_dim=None, low=None,
+            high=None):
+    """torch.randint: randint(high, size) or randint(low, high, size); integers in [low, high)."""
+    args = list(args)
+    if size is None and args and isinstance(args[-1], (tuple, list)):
+        size = tuple(args.pop())
     if high is None:
-        low, high = 0, low
-    return _random("randint", (tuple(size),), {"low": low, "high": high}, dtype, name, requires_grad, batch_dim)
+        if len(args) == 2:
+            low, high = args
+        elif len(args) == 1:
+            high = args[0]
+        else:
+            raise TypeError("randint(low=0, high, size): high and size are required")
+    if size is None:
+        raise TypeError("randint(low=0, high, size): size is required")
+    return _random("randint", (tuple(size),), {"low": int(low or 0), "high": int(high)}, dtype, name,
+                   requires_grad, batch_dim)
 
 
 def normal(mean, std, size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
@@ -88,4 +101,4 @@ def parameter(name, shape, materializer="linear_weight", dtype="float32", **para
     arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
     h = out_handle("samba_session_create_parameter", session.handle, name.encode(),
                    ctypes.c_int32(dtypes.from_name(dtype)), arr, ctypes.c_size_t(len(shape)), m.handle)
-    return SambaTensor(h, keep=m)
+    return SambaTensor._wrap(h, keep=m)

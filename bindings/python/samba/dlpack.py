@@ -19,7 +19,7 @@ def from_dlpack(obj):
     h = out_handle("samba_tensor_from_dlpack", ctypes.c_void_p(ptr))
     # The tensor owns the DLManagedTensor now: the capsule must not delete it.
     _api.PyCapsule_SetName(capsule, b"used_dltensor")
-    return SambaTensor(h)
+    return SambaTensor._wrap(h)
 
 
 def to_dlpack(t):

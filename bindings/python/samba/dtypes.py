@@ -1,29 +1,91 @@
-"""Samba's dtypes, with names as torch spells them."""
+"""Samba's dtypes. A dtype is an int (the C ABI's code) that also compares
+equal to its names ("float32", "float") and to the torch dtype of the same
+name, so that `t.dtype == torch.float32` holds as it does in SambaFlow."""
 import ctypes
 
 from ._lib import lib, call
 
-float32, bfloat16, float16, float64, int64, int32, int16, int8, uint8, bool_ = range(10)
+
+class DType(int):
+    """A dtype code with a name; `samba.float32`, `samba.int64`, ..."""
+
+    def __new__(cls, code, name):
+        obj = super().__new__(cls, code)
+        obj.name = name
+        return obj
+
+    def __repr__(self):
+        return f"samba.{self.name}"
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        if isinstance(other, int):
+            return int(self) == int(other)
+        if other is None:
+            return False
+        try:
+            return int(self) == from_name(other)
+        except Exception:  # noqa: BLE001 - not a dtype: unequal
+            return False
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = int.__hash__
+
+    @property
+    def is_floating_point(self):
+        return int(self) in (0, 1, 2, 3)
+
+    @property
+    def itemsize(self):
+        return size(self)
+
+    def to_torch(self):
+        import torch
+        return getattr(torch, self.name)
+
+
+_NAMES = ("float32", "bfloat16", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+ALL = tuple(DType(i, n) for i, n in enumerate(_NAMES))
+float32, bfloat16, float16, float64, int64, int32, int16, int8, uint8, bool_ = ALL
 _by_name = {}
 
 
 def from_name(name):
-    if isinstance(name, int):
-        return name
-    if name in _by_name:
-        return _by_name[name]
+    """The dtype for a DType, code, name ("float", "bf16", "long") or torch / numpy dtype."""
+    if isinstance(name, int) and not isinstance(name, bool):
+        if not 0 <= int(name) < len(ALL):
+            raise ValueError(f"{name} is not a dtype code; expected 0..{len(ALL) - 1}")
+        return ALL[int(name)]
+    key = name if isinstance(name, str) else str(name)
+    if key in _by_name:
+        return _by_name[key]
+    text = key.replace("torch.", "").replace("samba.", "")
+    if hasattr(name, "name") and hasattr(name, "itemsize"):  # numpy dtype or type
+        text = getattr(name, "name")
+    elif isinstance(name, type):
+        text = name.__name__
     out = ctypes.c_int32()
-    call("samba_dtype_from_name", str(name).replace("torch.", "").encode(), ctypes.byref(out))
-    _by_name[name] = out.value
-    return out.value
+    call("samba_dtype_from_name", text.encode(), ctypes.byref(out))
+    _by_name[key] = ALL[out.value]
+    return ALL[out.value]
 
 
 def name(code):
-    return lib.samba_dtype_name(code).decode()
+    return lib.samba_dtype_name(int(code)).decode()
 
 
 def size(code):
-    return lib.samba_dtype_size(code)
+    return lib.samba_dtype_size(int(code))
+
+
+def promote_types(a, b):
+    """torch.promote_types for Samba dtypes."""
+    out = ctypes.c_int32()
+    call("samba_promote_types", ctypes.c_int32(from_name(a)), ctypes.c_int32(from_name(b)), ctypes.byref(out))
+    return ALL[out.value]
 
 
 # numpy typestr per dtype (bfloat16 has none in numpy: exposed as raw uint16).

@@ -80,7 +80,7 @@ def call_op(name, inputs, attrs=None):
     finally:
         if ah:
             lib.samba_attrs_release(ah)
-    results = [SambaTensor(outs[i]) for i in range(n.value)]
+    results = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
     return results[0] if len(sch["outputs"]) == 1 and not sch["outputs"][0].get("variadic") else tuple(results)
 
 

@@ -6,7 +6,7 @@ import ctypes
 import threading
 
 from . import dtypes
-from ._lib import MODEL_FN, P, c_size, call, lib, out_handle, strings
+from ._lib import SambaError, MODEL_FN, P, c_size, call, check, lib, out_handle, strings
 from .tensor import SambaTensor, as_tensor, to_handles
 
 _TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
@@ -25,22 +25,23 @@ class _PerfReport(ctypes.Structure):
 def _borrowed(h):
     """A SambaTensor for a borrowed handle (takes its own reference)."""
     call("samba_tensor_retain", ctypes.c_void_p(h))
-    return SambaTensor(ctypes.c_void_p(h))
+    return SambaTensor._wrap(ctypes.c_void_p(h))
 
 
 class _ModelCallback:
     """A Python model as the C ABI's samba_model_fn: errors become statuses
     whose message carries the Python exception."""
 
-    def __init__(self, model):
+    def __init__(self, model, keys=None):
         self.model = model
+        self.keys = keys  # inputs given as a dict: the model takes them as keyword arguments
         self.error = None
         self.fn = MODEL_FN(self._call)
 
     def _call(self, _user, inputs, n_in, outputs, capacity, n_out):
         try:
             ins = [_borrowed(inputs[i]) for i in range(n_in)]
-            result = self.model(*ins)
+            result = self.model(**dict(zip(self.keys, ins))) if self.keys else self.model(*ins)
             outs = list(result) if isinstance(result, (tuple, list)) else [result]
             if len(outs) > capacity:
                 raise ValueError(f"the model returned {len(outs)} outputs; at most {capacity} are supported")
@@ -54,6 +55,22 @@ class _ModelCallback:
             self.error = e
             lib.samba_set_error_message(1, f"{type(e).__name__}: {e}".encode())
             return 1
+
+
+def _inputs(inputs):
+    """(tensors, keyword names or None) for a tuple, list or dict of inputs."""
+    if isinstance(inputs, dict):
+        return [as_tensor(v) for v in inputs.values()], list(inputs)
+    if not isinstance(inputs, (list, tuple)):
+        inputs = [inputs]
+    return [as_tensor(v) for v in inputs], None
+
+
+def _set_output_tensors(model, outputs):
+    try:
+        setattr(model, "output_tensors", outputs)
+    except (AttributeError, TypeError):
+        pass  # a model that cannot carry attributes (a bound method): outputs are returned anyway
 
 
 def _optimizer_handles(optimizers):
@@ -97,32 +114,54 @@ class SambaSession:
         call("samba_session_is_tracing", self._h, ctypes.byref(out))
         return bool(out.value)
 
-    def compile(self, model, inputs, optimizers=None, name="model", loss_indices=None, io_host_memory=False,
+    def compile(self, model, inputs, optimizers=None, name="", loss_indices=None, io_host_memory=None,
                 pef_path=None, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
-                init_output_grads=True, **_ignored):
-        """Traces `model(*inputs)` and writes its PEF (name.pef, or pef_path); returns the path."""
+                init_output_grads=True, mapping="section", grad_accumulation=False, metadata=None,
+                **_deprecated):
+        """Traces `model(*inputs)` with its optimizers and writes the PEF
+        (pef_path, or '<name>.pef'); returns the path."""
+        name = name or getattr(type(model), "__name__", "model") or "model"
+        tensors, keys = _inputs(inputs)
+        co = self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
+                                   opt_level, loss_indices, io_host_memory, mapping, grad_accumulation, metadata)
+        cb = _ModelCallback(model, keys)
+        try:
+            opts, n_opts = _optimizer_handles(None if inference else optimizers)
+            self._run_model_call("samba_session_compile", cb, self._h, cb.fn, None, to_handles(tensors),
+                                 ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts), co)
+        finally:
+            lib.samba_compile_options_release(co)
+        return pef_path or f"{name}.pef"
+
+    @staticmethod
+    def _compile_options(name, path, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
+                         loss_indices=None, io_host_memory=None, mapping="section", grad_accumulation=False,
+                         metadata=None):
+        """OWNED samba_compile_options for these settings (the caller releases them)."""
         co = out_handle("samba_compile_options_create")
-        cb = _ModelCallback(model)
-        path = pef_path or f"{name}.pef"
         try:
             call("samba_compile_options_set_name", co, name.encode())
-            call("samba_compile_options_set_pef_path", co, path.encode())
+            if path:
+                call("samba_compile_options_set_pef_path", co, path.encode())
             call("samba_compile_options_set_inference", co, ctypes.c_int32(1 if inference else 0))
             call("samba_compile_options_set_opt_level", co, ctypes.c_int32(opt_level))
             call("samba_compile_options_set_io_host_memory", co, ctypes.c_int32(1 if io_host_memory else 0))
+            call("samba_compile_options_set_mapping", co, (mapping or "section").encode())
+            call("samba_compile_options_set_grad_accumulation", co, ctypes.c_int32(1 if grad_accumulation else 0))
             if batch_size:
                 call("samba_compile_options_set_batch_size", co, ctypes.c_int64(batch_size))
             if micro_batch_size:
                 call("samba_compile_options_set_micro_batch_size", co, ctypes.c_int64(micro_batch_size))
             if loss_indices is not None:
-                arr = (ctypes.c_int64 * max(1, len(loss_indices)))(*loss_indices)
-                call("samba_compile_options_set_loss_indices", co, arr, ctypes.c_size_t(len(loss_indices)))
-            opts, n_opts = _optimizer_handles(optimizers)
-            self._run_model_call("samba_session_compile", cb, self._h, cb.fn, None, to_handles(inputs),
-                                 ctypes.c_size_t(len(inputs)), opts, ctypes.c_size_t(n_opts), co)
-        finally:
+                flat = [i for li in loss_indices for i in (li if isinstance(li, (tuple, list)) else (li,))]
+                arr = (ctypes.c_int64 * max(1, len(flat)))(*flat)
+                call("samba_compile_options_set_loss_indices", co, arr, ctypes.c_size_t(len(flat)))
+            for k, v in (metadata or {}).items():
+                call("samba_compile_options_add_metadata", co, str(k).encode(), str(v).encode())
+        except BaseException:
             lib.samba_compile_options_release(co)
-        return path
+            raise
+        return co
 
     def _run_model_call(self, fn, cb, *args):
         try:
@@ -132,14 +171,19 @@ class SambaSession:
                 raise e from cb.error
             raise
 
-    def trace_graph(self, model, inputs, optimizers=None, pef_path="model.pef", init_output_grads=True,
-                    transfer_device=True, unspecified_grads=(), custom_grads=None):
-        """utils.trace_graph: loads the PEF after checking `model` against it; returns the outputs."""
+    def trace_graph(self, model, inputs, optimizers=None, pef_path="", init_output_grads=True,
+                    transfer_device=True, unspecified_grads=(), custom_grads=None, data_parallel_mode="normal"):
+        """utils.trace_graph: loads the PEF after checking `model` against it;
+        returns the traced outputs (also set as model.output_tensors)."""
+        if not pef_path:
+            raise ValueError("trace_graph: pef is required (the path compile wrote)")
+        tensors, keys = _inputs(inputs)
         to = out_handle("samba_trace_options_create")
-        cb = _ModelCallback(model) if model is not None else None
+        cb = _ModelCallback(model, keys) if model is not None else None
         try:
             call("samba_trace_options_set_init_output_grads", to, ctypes.c_int32(1 if init_output_grads else 0))
             call("samba_trace_options_set_transfer_device", to, ctypes.c_int32(1 if transfer_device else 0))
+            call("samba_trace_options_set_data_parallel_mode", to, data_parallel_mode.encode())
             for name in unspecified_grads:
                 call("samba_trace_options_add_unspecified_grad", to, name.encode())
             for name, value in (custom_grads or {}).items():
@@ -149,12 +193,83 @@ class SambaSession:
             outs = (P * _MAX_OUTPUTS)()
             n = c_size()
             self._run_model_call("samba_session_trace_graph", cb, self._h, cb.fn if cb else None, None,
-                                 to_handles(inputs), ctypes.c_size_t(len(inputs)), opts, ctypes.c_size_t(n_opts),
+                                 to_handles(tensors), ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts),
                                  pef_path.encode(), to, outs, ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
         finally:
             lib.samba_trace_options_release(to)
-        self.output_tensors = [SambaTensor(outs[i]) for i in range(n.value)]
+        self.output_tensors = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
+        if init_output_grads and transfer_device and not unspecified_grads and not custom_grads:
+            self._zero_non_loss_grads(self.output_tensors)
+        if model is not None:
+            _set_output_tensors(model, self.output_tensors)
         return self.output_tensors
+
+    def _zero_non_loss_grads(self, outputs):
+        """A model returning (loss, logits) compiled without loss_indices has
+        gradients for both; as in SambaFlow apps, only the scalar outputs are
+        losses: the others' gradients start at zero (set them with sn_grad or
+        run's grad_of_outputs)."""
+        scalars = [o for o in outputs if o.dim() == 0]
+        others = [o.sn_name for o in outputs if o.dim() > 0]
+        if not scalars or not others or "BCKWD" not in self.get_section_types():
+            return
+        with_grads = []
+        for name in others:
+            try:
+                self.get_tensors_by_name([name + ".grad"])
+                with_grads.append(name)
+            except SambaError:
+                pass  # not differentiated: nothing to zero
+        if with_grads:
+            self.init_output_grads(with_grads)
+
+    def use_static_functional(self):
+        """True while tracing: ops record a graph instead of computing."""
+        return self.tracing
+
+    def use_legacy_names(self, use):
+        """Accepted for compatibility: Samba has one op naming."""
+        self._legacy_names = bool(use)
+
+    @contextlib.contextmanager
+    def disable_graphamp(self):
+        """Accepted for compatibility: Samba has no graph AMP pass to disable."""
+        yield
+
+    # ---- multigraph ----------------------------------------------------------------------
+    def add_graph(self, graph, overwrite=False):
+        call("samba_session_add_graph", self._h, graph.handle, ctypes.c_int32(1 if overwrite else 0))
+        self._graphs = [g for g in getattr(self, "_graphs", []) if not (overwrite and g.name == graph.name)]
+        self._graphs.append(graph)
+
+    def compile_multigraph(self, name="", samba_only=False, pef_path=None, opt_level=1, **_deprecated):
+        """Compiles the added graphs, in order, into one PEF; returns its path."""
+        name = name or "multigraph"
+        co = self._compile_options(name, pef_path or f"{name}.pef", opt_level=opt_level)
+        try:
+            call("samba_session_compile_multigraph", self._h, co)
+        finally:
+            lib.samba_compile_options_release(co)
+        return pef_path or f"{name}.pef"
+
+    def init_multigraph_runtime(self, pef, transfer_device=True):
+        call("samba_session_init_multigraph_runtime", self._h, pef.encode(), ctypes.c_int32(1 if transfer_device else 0))
+
+    def trace_multigraph(self, graph):
+        """The traced outputs of an added graph (a SambaGraph, or the model it was made from)."""
+        from .graph import SambaGraph
+        if not isinstance(graph, SambaGraph):
+            found = [g for g in getattr(self, "_graphs", []) if g.model is graph]
+            if not found:
+                raise ValueError("trace_multigraph: the graph was not added to this session (add_graph)")
+            graph = found[-1]
+        outs = (P * _MAX_OUTPUTS)()
+        n = c_size()
+        self._run_model_call("samba_session_trace_multigraph", graph.callback, self._h, graph.handle, outs,
+                             ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
+        result = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
+        _set_output_tensors(graph.model, result)
+        return result
 
     # ---- running -----------------------------------------------------------------------
     def run(self, input_tensors=None, output_tensors=(), hyperparam_dict=None, data_parallel=False,
@@ -191,7 +306,7 @@ class SambaSession:
                  ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
         finally:
             lib.samba_run_options_release(ro)
-        return [SambaTensor(outs[i]) for i in range(n.value)]
+        return [SambaTensor._wrap(outs[i]) for i in range(n.value)]
 
     def _names(self, kind):
         n = c_size()
@@ -221,13 +336,13 @@ class SambaSession:
     def get_tensors_by_name(self, names):
         outs = (P * max(1, len(names)))()
         call("samba_session_get_tensors_by_name", self._h, strings(list(names)), ctypes.c_size_t(len(names)), outs)
-        return [SambaTensor(outs[i]) for i in range(len(names))]
+        return [SambaTensor._wrap(outs[i]) for i in range(len(names))]
 
     def get_tensors(self, samba_tensors):
         return self.get_tensors_by_name([t.sn_name for t in samba_tensors])
 
     def get_samba_tensor_by_name(self, name):
-        return SambaTensor(out_handle("samba_session_get_samba_tensor_by_name", self._h, name.encode()))
+        return SambaTensor._wrap(out_handle("samba_session_get_samba_tensor_by_name", self._h, name.encode()))
 
     def update_tensor(self, name, tensor):
         call("samba_session_update_tensor", self._h, name.encode(), tensor.handle if tensor is not None else None)
@@ -269,17 +384,34 @@ class SambaSession:
              strings(names), vals, ctypes.c_size_t(len(names)))
 
     def measure_performance(self, inputs, iterations=10, warmup=2, section_types=()):
+        """Throughput and latency of `iterations` runs (after `warmup`), as a dict."""
+        tensors, _ = _inputs(inputs)
         rep = _PerfReport(struct_size=ctypes.sizeof(_PerfReport))
         ro = out_handle("samba_run_options_create")
         try:
             if section_types:
                 call("samba_run_options_set_section_types", ro, strings(list(section_types)),
                      ctypes.c_size_t(len(section_types)))
-            call("samba_session_measure_performance", self._h, to_handles(inputs), ctypes.c_size_t(len(inputs)), ro,
-                 ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
+            call("samba_session_measure_performance", self._h, to_handles(tensors), ctypes.c_size_t(len(tensors)),
+                 ro, ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
         finally:
             lib.samba_run_options_release(ro)
-        return {f: getattr(rep, f) for f, _ in _PerfReport._fields_ if f != "struct_size"}
+        return _report(rep)
+
+    def measure_sections(self, inputs, iterations=10, warmup=2):
+        """One report per section of the schedule, each section timed alone."""
+        tensors, _ = _inputs(inputs)
+        n = c_size()
+        args = (self._h, to_handles(tensors), ctypes.c_size_t(len(tensors)), ctypes.c_int64(iterations),
+                ctypes.c_int64(warmup))
+        status = lib.samba_session_measure_sections(*args, None, ctypes.c_size_t(0), ctypes.byref(n))
+        if status not in (0, 3):  # OUT_OF_RANGE only says how many sections there are
+            check(status)
+        reps = (_PerfReport * max(1, n.value))()
+        for r in reps:
+            r.struct_size = ctypes.sizeof(_PerfReport)
+        call("samba_session_measure_sections", *args, reps, ctypes.c_size_t(n.value), ctypes.byref(n))
+        return [_report(reps[i]) for i in range(n.value)]
 
     # ---- checkpoints and profiles --------------------------------------------------------
     def save_checkpoint(self, path, what=("parameters", "optimizer_state")):
@@ -294,7 +426,7 @@ class SambaSession:
         call("samba_session_start_profile", self._h)
 
     def end_samba_profile(self, filename=None):
-        call("samba_session_end_profile", self._h, (filename or "samba_profile.json").encode())
+        call("samba_session_end_profile", self._h, filename.encode() if filename else None)
 
     @contextlib.contextmanager
     def samba_profile(self, filename=None):
@@ -305,10 +437,10 @@ class SambaSession:
             self.end_samba_profile(filename)
 
     def start_runtime_profile(self, timer_enabled=True):
-        call("samba_session_start_runtime_profile", self._h)
+        call("samba_session_start_runtime_profile", self._h, ctypes.c_int32(1 if timer_enabled else 0))
 
     def end_runtime_profile(self, log_file="cprofile_tmp.log"):
-        call("samba_session_end_runtime_profile", self._h, log_file.encode())
+        call("samba_session_end_runtime_profile", self._h, log_file.encode() if log_file else None)
 
     # ---- lazy parameters, random state, pinned memory ------------------------------------
     def enable_lazy_param(self, seed=None, init_threads=8, inverse_transform_sampling=False,
@@ -359,15 +491,74 @@ class SambaSession:
         call("samba_session_use_pinned_memory", self._h, ctypes.byref(out))
         return bool(out.value)
 
-    # ---- process exit --------------------------------------------------------------------
-    @staticmethod
-    def atexit_register(func, *args, **kwargs):
-        atexit.register(func, *args, **kwargs)
+    # ---- compatibility and process exit ---------------------------------------------------
+    @property
+    def profiler(self):
+        """The Samba profiler: start(), end(filename), and a context manager."""
+        return _Profiler(self)
+
+    def setup(self, args):
+        """Applies an argument object's settings (seed, num_threads are read when present)."""
+        self.args = args
+        seed = getattr(args, "seed", None)
+        if seed is not None:
+            self.set_seed(seed)
+
+    def atexit_register(self, func, *args, **kwargs):
+        """An exit handler that use_abexit runs too; otherwise Python's atexit.register."""
+        self._exit_handlers = getattr(self, "_exit_handlers", [])
+        self._exit_handlers.append((func, args, kwargs))
+        atexit.register(self._run_exit_handler, len(self._exit_handlers) - 1)
         return func
 
-    @staticmethod
-    def use_abexit():
-        return False
+    def _run_exit_handler(self, index):
+        handlers = getattr(self, "_exit_handlers", [])
+        if index < len(handlers) and handlers[index] is not None:
+            func, args, kwargs = handlers[index]
+            handlers[index] = None  # once only, whichever path runs it first
+            func(*args, **kwargs)
+
+    def use_abexit(self, func, *args, **kwargs):
+        """Runs func(*args, **kwargs). If it raises, the traceback is printed, the
+        handlers of atexit_register run, and the process exits at once with
+        status 1, bypassing atexit handlers that could hang. Returns func's result."""
+        try:
+            return func(*args, **kwargs)
+        except BaseException:  # noqa: BLE001 - the point is to exit on anything
+            import os
+            import sys
+            import traceback
+            traceback.print_exc()
+            for i in range(len(getattr(self, "_exit_handlers", []))):
+                try:
+                    self._run_exit_handler(i)
+                except BaseException:  # noqa: BLE001 - keep going to the exit
+                    traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+
+
+class _Profiler:
+    def __init__(self, s):
+        self._s = s
+
+    def start(self):
+        self._s.start_samba_profile()
+
+    def end(self, filename=None):
+        self._s.end_samba_profile(filename)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.end(None)
+
+
+def _report(rep):
+    return {f: getattr(rep, f) for f, _ in _PerfReport._fields_ if f != "struct_size"}
 
 
 session = SambaSession()

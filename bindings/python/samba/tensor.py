@@ -1,12 +1,16 @@
-"""SambaTensor: a refcounted handle to a Samba tensor, with numpy sharing,
-operators that compute on the host or trace while compiling, and the
-SambaTensor methods of SambaFlow."""
+"""SambaTensor: a refcounted handle to a Samba tensor with SambaFlow's
+constructor, identity (sn_name, region, requires_grad, grad), host data
+shared with numpy and torch without copies, and device access (sn_data,
+sn_grad, cpu, rdu). Operators, conversions and views are in tensor_ops.py."""
 import ctypes
 
 from . import dtypes
 from ._lib import P, call, handles, lib, out_handle
+from .tensor_ops import TensorOps
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
+_MEM_TYPES = {None: -1, "auto": -1, "ddr": 0, "hbm": 1, "host": 2}
+_MEM_NAMES = {-1: None, 0: "DDR", 1: "HBM", 2: "HOST"}
 
 
 def _flag(fn, h):
@@ -15,25 +19,70 @@ def _flag(fn, h):
     return bool(out.value)
 
 
-class SambaTensor:
-    """A tensor: dtype, shape and strides over refcounted storage, plus its
-    identity (sn_name, region, requires_grad, grad)."""
+def _session():
+    from .session import session
+    return session
+
+
+class SambaTensor(TensorOps):
+    """SambaTensor(torch_tensor=None, shape=None, dtype=None, name=None,
+    batch_dim=None, named_dims=None, sized_dims=None, materializer=None,
+    is_complex=None, region_name=None).
+
+    From a torch tensor, numpy array or SambaTensor the new tensor shares its
+    memory; from shape and dtype it is empty (no host data: enough to trace,
+    and filled by its materializer when one is given)."""
 
     __slots__ = ("_h", "_keep", "__weakref__")
     __array_priority__ = 1000
 
-    def __init__(self, handle, keep=None):
+    def __init__(self, torch_tensor=None, shape=None, dtype=None, name=None, batch_dim=None, named_dims=None,
+                 sized_dims=None, materializer=None, is_complex=None, region_name=None, requires_grad=None):
+        self._h = None
+        self._keep = None
+        if torch_tensor is not None and shape is not None:
+            raise ValueError("SambaTensor: give either torch_tensor or shape (with dtype), not both")
+        if torch_tensor is not None:
+            src = _from_any(torch_tensor)
+            call("samba_tensor_retain", src._h)
+            self._h, self._keep = ctypes.c_void_p(src._h.value), src._keep
+        elif shape is not None:
+            shape = (shape,) if isinstance(shape, int) else tuple(shape)
+            code = dtypes.float32 if dtype is None else dtypes.from_name(dtype)
+            arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+            self._h = out_handle("samba_tensor_create", ctypes.c_int32(code), arr, ctypes.c_size_t(len(shape)))
+            call("samba_tensor_clear_data", self._h)
+        else:
+            raise ValueError("SambaTensor needs torch_tensor (a torch tensor, numpy array or SambaTensor) or "
+                             "shape and dtype")
+        if name:
+            self.sn_name = name
+        if region_name:
+            self.sn_region_name = region_name
+        if materializer is not None:
+            self.materializer = materializer
+        if requires_grad is not None:
+            self.requires_grad = requires_grad
+
+    @classmethod
+    def _wrap(cls, handle, keep=None):
+        """A SambaTensor owning `handle` (an OWNED reference from the C ABI)."""
         if not handle:
-            raise ValueError("SambaTensor needs a handle; create tensors with samba.zeros, samba.from_numpy, ...")
+            raise ValueError("SambaTensor._wrap: NULL handle")
+        t = object.__new__(cls)
         # Array elements of void* come back as ints: keep every handle a
         # c_void_p so ctypes never passes it as a 32-bit int.
-        self._h = handle if isinstance(handle, ctypes.c_void_p) else ctypes.c_void_p(handle)
-        self._keep = keep
+        t._h = handle if isinstance(handle, ctypes.c_void_p) else ctypes.c_void_p(handle)
+        t._keep = keep
+        return t
 
     def __del__(self):
         h = getattr(self, "_h", None)
-        if h and lib is not None:
-            lib.samba_tensor_release(h)
+        if h:
+            try:
+                lib.samba_tensor_release(h)
+            except Exception:  # noqa: BLE001 - interpreter shutdown: the process frees it
+                pass
             self._h = None
 
     @property
@@ -57,38 +106,59 @@ class SambaTensor:
         return st if dim is None else st[dim]
 
     def dim(self):
-        return len(self.shape)
+        out = ctypes.c_int64()
+        call("samba_tensor_dim", self._h, ctypes.byref(out))
+        return out.value
 
     ndimension = dim
 
     @property
     def ndim(self):
-        return len(self.shape)
+        return self.dim()
 
     @property
     def dtype(self):
         out = ctypes.c_int32()
         call("samba_tensor_dtype", self._h, ctypes.byref(out))
-        return out.value
+        return dtypes.ALL[out.value]
 
     def numel(self):
         out = ctypes.c_int64()
         call("samba_tensor_numel", self._h, ctypes.byref(out))
         return out.value
 
+    nelement = numel
+
+    @property
+    def nbytes(self):
+        out = ctypes.c_size_t()
+        call("samba_tensor_nbytes", self._h, ctypes.byref(out))
+        return out.value
+
     def element_size(self):
-        return dtypes.size(self.dtype)
+        out = ctypes.c_size_t()
+        call("samba_tensor_element_size", self._h, ctypes.byref(out))
+        return out.value
 
     def is_contiguous(self):
         return _flag("samba_tensor_is_contiguous", self._h)
 
     def is_floating_point(self):
-        return self.dtype in (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16)
+        return _flag("samba_tensor_is_floating_point", self._h)
 
     def data_ptr(self):
         out = P()
         call("samba_tensor_data", self._h, ctypes.byref(out))
         return out.value or 0
+
+    @property
+    def device(self):
+        """Host tensors live in host memory: 'cpu' (a torch.device when torch imports)."""
+        try:
+            import torch
+            return torch.device("cpu")
+        except ImportError:
+            return "cpu"
 
     # ---- identity --------------------------------------------------------------------
     def _get_str(self, fn):
@@ -102,7 +172,12 @@ class SambaTensor:
 
     @sn_name.setter
     def sn_name(self, name):
-        call("samba_tensor_set_name", self._h, name.encode())
+        call("samba_tensor_set_name", self._h, (name or "").encode())
+
+    @property
+    def sn_grad_name(self):
+        """The name of this tensor's gradient in a PEF ('<sn_name>.grad')."""
+        return f"{self.sn_name}.grad" if self.sn_name else ""
 
     @property
     def sn_region_name(self):
@@ -110,7 +185,7 @@ class SambaTensor:
 
     @sn_region_name.setter
     def sn_region_name(self, name):
-        call("samba_tensor_set_region_name", self._h, name.encode())
+        call("samba_tensor_set_region_name", self._h, (name or "").encode())
 
     @property
     def requires_grad(self):
@@ -120,24 +195,50 @@ class SambaTensor:
     def requires_grad(self, v):
         call("samba_tensor_set_requires_grad", self._h, ctypes.c_int32(1 if v else 0))
 
-    def requires_grad_(self, v=True):
-        self.requires_grad = v
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
         return self
 
     @property
+    def is_parameter(self):
+        return _flag("samba_tensor_is_parameter", self._h)
+
+    @is_parameter.setter
+    def is_parameter(self, v):
+        call("samba_tensor_set_parameter", self._h, ctypes.c_int32(1 if v else 0))
+
+    @property
+    def mem_type(self):
+        """'DDR', 'HBM', 'HOST', or None (the compiler decides)."""
+        out = ctypes.c_int32()
+        call("samba_tensor_mem_type", self._h, ctypes.byref(out))
+        return _MEM_NAMES[out.value]
+
+    @mem_type.setter
+    def mem_type(self, v):
+        key = v.lower() if isinstance(v, str) else v
+        if key not in _MEM_TYPES:
+            raise ValueError(f"mem_type must be 'DDR', 'HBM', 'HOST' or None, got {v!r}")
+        call("samba_tensor_set_mem_type", self._h, ctypes.c_int32(_MEM_TYPES[key]))
+
+    @property
     def grad(self):
-        h = out_handle("samba_tensor_grad", self._h)
+        h = P()
+        call("samba_tensor_grad", self._h, ctypes.byref(h))
         if not h:
             return None
-        call("samba_tensor_retain", h)  # the C call lends the gradient
-        return SambaTensor(h)
+        call("samba_tensor_retain", h)  # BORROWED: take our own reference
+        return SambaTensor._wrap(h)
 
     @grad.setter
     def grad(self, g):
+        g = None if g is None else as_tensor(g)
         call("samba_tensor_set_grad", self._h, g._h if g is not None else None)
 
-    def backward(self, gradient=None):
-        call("samba_tensor_backward", self._h, gradient._h if gradient is not None else None)
+    def backward(self, gradient=None, retain_graph=None):
+        g = None if gradient is None else as_tensor(gradient)
+        call("samba_tensor_backward", self._h, g._h if g is not None else None,
+             ctypes.c_int32(1 if retain_graph else 0))
 
     # ---- lazy parameters, pinned memory ------------------------------------------------
     def has_data(self):
@@ -145,6 +246,7 @@ class SambaTensor:
 
     def materialize_(self):
         call("samba_tensor_materialize_", self._h)
+        return self
 
     @property
     def materializer(self):
@@ -156,11 +258,15 @@ class SambaTensor:
     def materializer(self, m):
         from .lazy import Materializer
         if m is not None and not isinstance(m, Materializer):
-            m = Materializer.custom(m)
+            m = Materializer(m) if isinstance(m, str) else Materializer.custom(m)
         call("samba_tensor_set_materializer", self._h, m.handle if m is not None else None)
         if m is not None:
             # A custom materializer's callback must live as long as the tensor.
             self._keep = (self._keep, m)
+
+    @property
+    def materializer_provided(self):
+        return self.materializer is not None
 
     @property
     def fast_access(self):
@@ -168,20 +274,18 @@ class SambaTensor:
 
     @fast_access.setter
     def fast_access(self, v):
-        from .session import session
-        call("samba_tensor_set_fast_access", session.handle, self._h, ctypes.c_int32(1 if v else 0))
+        call("samba_tensor_set_fast_access", _session().handle, self._h, ctypes.c_int32(1 if v else 0))
 
     @staticmethod
     def is_fast_access(name):
-        from .session import session
         out = ctypes.c_int32()
-        call("samba_session_is_fast_access", session.handle, name.encode(), ctypes.byref(out))
+        call("samba_session_is_fast_access", _session().handle, name.encode(), ctypes.byref(out))
         return bool(out.value)
 
     def reusable(self):
         return _flag("samba_tensor_reusable", self._h)
 
-    # ---- data ------------------------------------------------------------------------
+    # ---- host data: numpy, DLPack, torch ----------------------------------------------
     @property
     def __array_interface__(self):
         return {"shape": self.shape, "typestr": dtypes.NUMPY[self.dtype], "version": 3,
@@ -189,10 +293,9 @@ class SambaTensor:
                 "strides": tuple(s * self.element_size() for s in self.stride())}
 
     def numpy(self):
-        """A numpy array sharing this tensor's memory (keeps the tensor alive)."""
+        """A numpy array sharing this tensor's memory (bfloat16 shows as raw uint16)."""
         import numpy as np
-        arr = np.asarray(self)
-        return arr
+        return np.asarray(self)
 
     def __dlpack__(self, stream=None):
         from .dlpack import to_dlpack
@@ -200,6 +303,38 @@ class SambaTensor:
 
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU
+
+    def torch(self):
+        """The torch tensor sharing this tensor's memory (the original one when
+        the SambaTensor was made from a torch tensor)."""
+        from .torch_interop import torch_view
+        return torch_view(self)
+
+    def torch_tensor(self):
+        """torch(), after materializing a tensor that has no data yet."""
+        if not self.has_data():
+            self.materialize_()
+        return self.torch()
+
+    @property
+    def data(self):
+        """The host values: a torch tensor sharing memory when torch imports, else a numpy array."""
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return self.numpy()
+        return self.torch()
+
+    @data.setter
+    def data(self, values):
+        v = as_tensor(values)
+        if v.shape != self.shape:
+            raise ValueError(f"data: the new values have shape {v.shape}; this tensor's is {self.shape}")
+        src = v.to(self.dtype).contiguous()
+        call("samba_tensor_copy_from", self._h, ctypes.c_void_p(src.data_ptr()), ctypes.c_size_t(src.nbytes))
+
+    def clear_data(self):
+        call("samba_tensor_clear_data", self._h)
 
     def tolist(self):
         return self.numpy().tolist()
@@ -219,212 +354,100 @@ class SambaTensor:
     def __int__(self):
         return int(self.item())
 
+    def __index__(self):
+        if self.is_floating_point():
+            raise TypeError("only integer SambaTensors can be used as an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a SambaTensor with {self.numel()} elements is ambiguous")
+        return bool(self.item())
+
     def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d SambaTensor")
         return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
 
     def __repr__(self):
         try:
             values = self.numpy().tolist() if self.has_data() else "<no data>"
         except Exception:  # noqa: BLE001 - repr must not fail
             values = "<unreadable>"
-        return f"SambaTensor({values}, dtype={dtypes.name(self.dtype)}, sn_name='{self.sn_name}')"
+        return f"SambaTensor({values}, dtype={self.dtype!r}, sn_name='{self.sn_name}')"
 
-    # ---- conversions and views -------------------------------------------------------
-    def _unary(self, fn, *args):
-        return SambaTensor(out_handle(fn, self._h, *args))
-
-    def to(self, dtype):
-        return self._unary("samba_tensor_to", ctypes.c_int32(dtypes.from_name(dtype)))
-
-    def type(self, dtype=None):
-        return dtypes.name(self.dtype) if dtype is None else self.to(dtype)
-
-    def type_as(self, other):
-        return self._unary("samba_tensor_type_as", other._h)
-
-    def float(self):
-        return self._unary("samba_tensor_float")
-
-    def bfloat16(self):
-        return self._unary("samba_tensor_bfloat16")
-
-    def int(self):
-        return self._unary("samba_tensor_int")
-
-    def long(self):
-        return self._unary("samba_tensor_long")
-
-    def short(self):
-        return self._unary("samba_tensor_short")
-
-    def bool(self):
-        return self._unary("samba_tensor_bool")
-
-    def contiguous(self):
-        return self._unary("samba_tensor_contiguous")
-
-    def clone(self):
-        return self._unary("samba_tensor_clone")
-
-    def detach(self):
-        return self._unary("samba_tensor_detach")
-
-    def clear_data(self):
-        call("samba_tensor_clear_data", self._h)
-
-    def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
-        return self._unary("samba_tensor_reshape", arr, ctypes.c_size_t(len(shape)))
-
-    view = reshape
-
-    def view_as(self, other):
-        return self._unary("samba_tensor_view_as", other._h)
-
-    def permute(self, *dims):
-        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
-        arr = (ctypes.c_int64 * max(1, len(dims)))(*dims)
-        return self._unary("samba_tensor_permute", arr, ctypes.c_size_t(len(dims)))
-
-    def t(self):
-        return self._unary("samba_tensor_t")
-
-    @property
-    def T(self):  # noqa: N802 - torch's name
-        return self.permute(*reversed(range(self.dim())))
-
-    def _new(self, fn, shape, value, dtype, requires_grad):
-        shape = tuple(shape)
-        arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
-        extra = () if value is None else (ctypes.c_double(value),)
-        code = self.dtype if dtype is None else dtypes.from_name(dtype)
-        return self._unary(fn, arr, ctypes.c_size_t(len(shape)), *extra, ctypes.c_int32(code),
-                           ctypes.c_int32(1 if requires_grad else 0))
-
-    def new_empty(self, size, dtype=None, requires_grad=False):
-        return self._new("samba_tensor_new_empty", size, None, dtype, requires_grad)
-
-    def new_zeros(self, size, dtype=None, requires_grad=False):
-        return self._new("samba_tensor_new_zeros", size, None, dtype, requires_grad)
-
-    def new_ones(self, size, dtype=None, requires_grad=False):
-        return self._new("samba_tensor_new_ones", size, None, dtype, requires_grad)
-
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
-        return self._new("samba_tensor_new_full", size, fill_value, dtype, requires_grad)
-
-    # ---- device ----------------------------------------------------------------------
-    def cpu(self):
-        from .session import session
-        call("samba_tensor_cpu", session.handle, self._h)
+    # ---- device (the loaded PEF of the default session) --------------------------------
+    def cpu(self, inplace=False):
+        """Copies the device value (and gradient) into this tensor's host data."""
+        call("samba_tensor_cpu", _session().handle, self._h)
         return self
 
+    def cpu_(self):
+        return self.cpu(inplace=True)
+
     def rdu(self):
-        from .session import session
-        call("samba_tensor_rdu", session.handle, self._h)
+        """Copies the host value (and gradient) to the device."""
+        call("samba_tensor_rdu", _session().handle, self._h)
         return self
 
     @property
     def sn_data(self):
-        from .session import session
-        return SambaTensor(out_handle("samba_tensor_sn_data", session.handle, self._h))
+        return SambaTensor._wrap(out_handle("samba_tensor_sn_data", _session().handle, self._h))
 
     @sn_data.setter
     def sn_data(self, values):
-        from .session import session
         v = as_tensor(values)
-        call("samba_tensor_set_sn_data", session.handle, self._h, v._h)
+        call("samba_tensor_set_sn_data", _session().handle, self._h, v._h)
 
     @property
     def sn_grad(self):
-        from .session import session
-        return SambaTensor(out_handle("samba_tensor_sn_grad", session.handle, self._h))
+        return SambaTensor._wrap(out_handle("samba_tensor_sn_grad", _session().handle, self._h))
 
     @sn_grad.setter
     def sn_grad(self, values):
-        from .session import session
         v = as_tensor(values)
-        call("samba_tensor_set_sn_grad", session.handle, self._h, v._h)
+        call("samba_tensor_set_sn_grad", _session().handle, self._h, v._h)
 
-    # ---- indexing --------------------------------------------------------------------
-    def _index(self, key):
-        from .indexing import build_index
-        return build_index(key)
-
-    def __getitem__(self, key):
-        idx = self._index(key)
-        try:
-            return SambaTensor(out_handle("samba_tensor_index", self._h, idx))
-        finally:
-            lib.samba_index_release(idx)
-
-    def __setitem__(self, key, value):
-        idx = self._index(key)
-        try:
-            v = as_tensor(value)
-            call("samba_tensor_index_put", self._h, idx, v._h)
-        finally:
-            lib.samba_index_release(idx)
-
-    # ---- operators -------------------------------------------------------------------
-    def _op(self, name, other=None, reverse=False):
-        from .ops import call_op
-        if other is None:
-            return call_op(name, [self])
-        other = as_tensor(other)
-        return call_op(name, [other, self] if reverse else [self, other])
-
-    def __add__(self, o): return self._op("add", o)
-    def __radd__(self, o): return self._op("add", o, True)
-    def __sub__(self, o): return self._op("sub", o)
-    def __rsub__(self, o): return self._op("sub", o, True)
-    def __mul__(self, o): return self._op("mul", o)
-    def __rmul__(self, o): return self._op("mul", o, True)
-    def __truediv__(self, o): return self._op("div", o)
-    def __rtruediv__(self, o): return self._op("div", o, True)
-    def __pow__(self, o): return self._op("pow", o)
-    def __rpow__(self, o): return self._op("pow", o, True)
-    def __matmul__(self, o): return self._op("matmul", o)
-    def __rmatmul__(self, o): return self._op("matmul", o, True)
-    def __neg__(self): return self._op("neg")
-    def __abs__(self): return self._op("abs")
-    def __eq__(self, o): return self._op("eq", o)  # noqa: E704
-    def __ne__(self, o): return self._op("ne", o)
-    def __lt__(self, o): return self._op("lt", o)
-    def __le__(self, o): return self._op("le", o)
-    def __gt__(self, o): return self._op("gt", o)
-    def __ge__(self, o): return self._op("ge", o)
-    def __and__(self, o): return self._op("logical_and" if self.dtype == dtypes.bool_ else "bitwise_and", o)
-    def __or__(self, o): return self._op("logical_or" if self.dtype == dtypes.bool_ else "bitwise_or", o)
-    def __invert__(self): return self._op("logical_not" if self.dtype == dtypes.bool_ else "bitwise_not")
-
-    __hash__ = object.__hash__
-
-    def __getattr__(self, name):
-        # Registry ops as methods: x.relu(), x.sum(dim=[1]), x.softmax(dim=1).
-        from .ops import op_function
-        fn = op_function(name)
-        if fn is None:
-            raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
-        return lambda *args, **kwargs: fn(self, *args, **kwargs)
+    # ---- PyTorch interop ---------------------------------------------------------------
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from .torch_interop import dispatch
+        return dispatch(func, args, kwargs or {})
 
 
 def scalar(value):
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
-        return SambaTensor(out_handle("samba_scalar_int", ctypes.c_int64(value)))
-    return SambaTensor(out_handle("samba_scalar_float", ctypes.c_double(float(value))))
+        return SambaTensor._wrap(out_handle("samba_scalar_int", ctypes.c_int64(value)))
+    return SambaTensor._wrap(out_handle("samba_scalar_float", ctypes.c_double(float(value))))
 
 
-def as_tensor(value):
-    """A SambaTensor for a SambaTensor, a Python number or anything numpy can read."""
+def _from_any(value):
+    """A SambaTensor sharing `value`'s memory where it has any (SambaTensor,
+    torch tensor, DLPack producer, numpy array), else holding a copy."""
     if isinstance(value, SambaTensor):
         return value
     if isinstance(value, (int, float, bool)):
         return scalar(value)
+    if type(value).__module__.startswith("torch"):
+        from .torch_interop import from_torch_tensor
+        return from_torch_tensor(value)
+    if hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
+        return from_numpy(value)
+    if hasattr(value, "__dlpack__"):
+        from .dlpack import from_dlpack
+        return from_dlpack(value)
     return from_numpy(value)
+
+
+def as_tensor(value):
+    """A SambaTensor for a SambaTensor, Python number, torch tensor or array-like."""
+    return value if isinstance(value, SambaTensor) else _from_any(value)
 
 
 def from_numpy(array, name=None):
@@ -433,6 +456,8 @@ def from_numpy(array, name=None):
     arr = np.asarray(array)
     if not arr.flags.aligned or arr.dtype.byteorder == ">":
         arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
+    if arr.dtype == np.float64 and not isinstance(array, np.ndarray):
+        arr = arr.astype(np.float32)  # Python lists of floats become float32, as in torch
     code = dtypes.FROM_NUMPY.get(arr.dtype.name)
     if code is None:
         raise TypeError(f"numpy dtype {arr.dtype} has no Samba dtype; expected one of {sorted(dtypes.FROM_NUMPY)}")
@@ -442,7 +467,7 @@ def from_numpy(array, name=None):
     strides = (ctypes.c_int64 * max(1, arr.ndim))(*[s // arr.itemsize for s in arr.strides])
     ptr = ctypes.c_void_p(arr.ctypes.data)
     h = out_handle("samba_tensor_wrap", ptr, ctypes.c_int32(code), shape, ctypes.c_size_t(arr.ndim), strides)
-    t = SambaTensor(h, keep=arr)
+    t = SambaTensor._wrap(h, keep=arr)
     if name:
         t.sn_name = name
     return t

@@ -1,0 +1,186 @@
+"""SambaTensor's operators, dtype conversions, views, new_* and indexing.
+Every operator is a registry op: it computes on the host, or is recorded
+while a model is being traced."""
+import ctypes
+
+from . import dtypes
+from ._lib import call, lib, out_handle
+
+
+def _dims(args):
+    """(2, 3), ((2, 3),) and ([2, 3],) all mean the shape (2, 3)."""
+    if len(args) == 1 and not isinstance(args[0], int):
+        return tuple(int(d) for d in args[0])
+    return tuple(int(d) for d in args)
+
+
+def _i64_array(values):
+    return (ctypes.c_int64 * max(1, len(values)))(*values), ctypes.c_size_t(len(values))
+
+
+class TensorOps:
+    __slots__ = ()
+
+    def _unary(self, fn, *args):
+        from .tensor import SambaTensor
+        return SambaTensor._wrap(out_handle(fn, self._h, *args))
+
+    # ---- dtype conversions -----------------------------------------------------------
+    def to(self, *args, **kwargs):
+        """to(dtype) or to(other): this tensor in another dtype (itself when it has it)."""
+        target = kwargs.get("dtype", args[0] if args else None)
+        if target is None:
+            return self
+        if hasattr(target, "dtype") and not isinstance(target, (str, int)) and \
+                not type(target).__name__ == "dtype":
+            target = target.dtype
+        if isinstance(target, str) and target in ("cpu", "rdu"):
+            return self
+        return self._unary("samba_tensor_to", ctypes.c_int32(dtypes.from_name(target)))
+
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        if non_blocking or kwargs:
+            raise TypeError("type(): non_blocking and other keyword arguments are not supported on the device")
+        return self.dtype.name if dtype is None else self.to(dtype)
+
+    def type_as(self, tensor):
+        from .tensor import as_tensor
+        return self._unary("samba_tensor_type_as", as_tensor(tensor)._h)
+
+    def float(self):
+        return self._unary("samba_tensor_float")
+
+    def bfloat16(self):
+        return self._unary("samba_tensor_bfloat16")
+
+    def int(self):
+        return self._unary("samba_tensor_int")
+
+    def long(self):
+        return self._unary("samba_tensor_long")
+
+    def short(self):
+        return self._unary("samba_tensor_short")
+
+    def bool(self):
+        return self._unary("samba_tensor_bool")
+
+    # ---- views and copies --------------------------------------------------------------
+    def contiguous(self):
+        return self._unary("samba_tensor_contiguous")
+
+    def clone(self):
+        return self._unary("samba_tensor_clone")
+
+    def detach(self):
+        return self._unary("samba_tensor_detach")
+
+    def reshape(self, *shape):
+        return self._unary("samba_tensor_reshape", *_i64_array(_dims(shape)))
+
+    view = reshape
+
+    def view_as(self, other):
+        return self._unary("samba_tensor_view_as", other._h)
+
+    def reshape_as(self, other):
+        return self.reshape(other.shape)
+
+    def permute(self, *dims):
+        return self._unary("samba_tensor_permute", *_i64_array(_dims(dims)))
+
+    def t(self):
+        return self._unary("samba_tensor_t")
+
+    @property
+    def T(self):  # noqa: N802 - torch's name
+        return self._unary("samba_tensor_t")
+
+    def _new(self, fn, size, value, dtype, requires_grad):
+        shape = (size,) if isinstance(size, int) else tuple(size)
+        extra = () if value is None else (ctypes.c_double(value),)
+        code = -1 if dtype is None else dtypes.from_name(dtype)
+        return self._unary(fn, *_i64_array(shape), *extra, ctypes.c_int32(code),
+                           ctypes.c_int32(1 if requires_grad else 0))
+
+    def new_empty(self, size, dtype=None, requires_grad=False):
+        return self._new("samba_tensor_new_empty", size, None, dtype, requires_grad)
+
+    def new_zeros(self, size, dtype=None, requires_grad=False):
+        return self._new("samba_tensor_new_zeros", size, None, dtype, requires_grad)
+
+    def new_ones(self, size, dtype=None, requires_grad=False):
+        return self._new("samba_tensor_new_ones", size, None, dtype, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        return self._new("samba_tensor_new_full", size, float(fill_value), dtype, requires_grad)
+
+    # ---- indexing --------------------------------------------------------------------
+    def __getitem__(self, key):
+        from .indexing import build_index
+        idx = build_index(key)
+        try:
+            return self._unary("samba_tensor_index", idx)
+        finally:
+            lib.samba_index_release(idx)
+
+    def __setitem__(self, key, value):
+        from .indexing import build_index
+        from .tensor import SambaTensor, as_tensor
+        idx = build_index(key)
+        try:
+            if isinstance(value, (int, float, bool)) and not isinstance(value, SambaTensor):
+                call("samba_tensor_index_put_scalar", self._h, idx, ctypes.c_double(float(value)))
+            else:
+                call("samba_tensor_index_put", self._h, idx, as_tensor(value)._h)
+        finally:
+            lib.samba_index_release(idx)
+
+    # ---- operators -------------------------------------------------------------------
+    def _op(self, name, other=None, reverse=False):
+        from .ops import call_op
+        from .tensor import as_tensor
+        if other is None:
+            return call_op(name, [self])
+        other = as_tensor(other)
+        return call_op(name, [other, self] if reverse else [self, other])
+
+    def __add__(self, o): return self._op("add", o)
+    def __radd__(self, o): return self._op("add", o, True)
+    def __sub__(self, o): return self._op("sub", o)
+    def __rsub__(self, o): return self._op("sub", o, True)
+    def __mul__(self, o): return self._op("mul", o)
+    def __rmul__(self, o): return self._op("mul", o, True)
+    def __truediv__(self, o): return self._op("div", o)
+    def __rtruediv__(self, o): return self._op("div", o, True)
+    def __pow__(self, o): return self._op("pow", o)
+    def __rpow__(self, o): return self._op("pow", o, True)
+    def __matmul__(self, o): return self._op("matmul", o)
+    def __rmatmul__(self, o): return self._op("matmul", o, True)
+    def __neg__(self): return self._op("neg")
+    def __pos__(self): return self
+    def __abs__(self): return self._op("abs")
+    def __eq__(self, o): return self._op("eq", o)  # noqa: E704
+    def __ne__(self, o): return self._op("ne", o)
+    def __lt__(self, o): return self._op("lt", o)
+    def __le__(self, o): return self._op("le", o)
+    def __gt__(self, o): return self._op("gt", o)
+    def __ge__(self, o): return self._op("ge", o)
+    def __and__(self, o): return self._op("logical_and" if self.dtype == dtypes.bool_ else "bitwise_and", o)
+    def __or__(self, o): return self._op("logical_or" if self.dtype == dtypes.bool_ else "bitwise_or", o)
+    def __invert__(self): return self._op("logical_not" if self.dtype == dtypes.bool_ else "bitwise_not")
+
+    __hash__ = object.__hash__
+
+    def split(self, split_size_or_sections, dim=0):
+        """torch.split: chunks of split_size (the last may be smaller), or of the listed sizes."""
+        from .torch_interop import split
+        return split(self, split_size_or_sections, dim)
+
+    def __getattr__(self, name):
+        # Registry ops as methods: x.relu(), x.sum(dim=[1]), x.softmax(dim=1).
+        from .ops import op_function
+        fn = op_function(name)
+        if fn is None:
+            raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
+        return lambda *args, **kwargs: fn(self, *args, **kwargs)

@@ -1,0 +1,81 @@
+"""samba.utils.common: the command line every SambaFlow app shares
+(compile / run / measure-performance / measure-sections, -b, -mb,
+--inference, -p) and common_app_driver, which compiles or measures a model
+so that the app only writes its training loop."""
+import argparse
+import os
+
+COMMANDS = ("compile", "run", "measure-performance", "measure-sections")
+
+
+def _common_args(p):
+    p.add_argument("-b", "--batch-size", type=int, default=1, help="samples per run (default 1)")
+    p.add_argument("-mb", "--microbatch-size", type=int, default=0,
+                   help="micro-batch size; 0 (the default) runs the batch whole")
+    p.add_argument("--inference", action="store_true", help="forward only: no gradients, no optimizer")
+    p.add_argument("-p", "--pef", default=None, help="the PEF compile writes and the other commands load")
+    p.add_argument("--output-folder", default="out", help="where compile writes the PEF when -p is not given")
+    p.add_argument("--mapping", default="section", choices=("section", "spatial"))
+    p.add_argument("--o0", action="store_true", help="no graph optimizations (one op per kernel)")
+    p.add_argument("--seed", type=int, default=None, help="random seed of the default session")
+    p.add_argument("--num-iterations", type=int, default=100, help="timed runs of measure-performance")
+    p.add_argument("--run-graph-only", action="store_true", help="accepted for compatibility")
+    p.add_argument("--data-parallel", action="store_true", help="fails: one process emulates one device")
+
+
+def parse_app_args(argv=None, common_parser_fn=None, run_parser_fn=None, compile_parser_fn=None,
+                   dev_parser_fn=None, **_ignored):
+    """Parses `argv` (default: sys.argv[1:]): a command, the common options,
+    and the app's own options, which each *_parser_fn(parser) adds
+    (common_parser_fn to every command, run_parser_fn to run and the
+    measure commands, compile_parser_fn to compile)."""
+    parser = argparse.ArgumentParser(description="A Samba app: compile the model into a PEF, then run it.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd)
+        _common_args(p)
+        for fn in (common_parser_fn, dev_parser_fn):
+            if fn:
+                fn(p)
+        if cmd == "compile" and compile_parser_fn:
+            compile_parser_fn(p)
+        if cmd != "compile" and run_parser_fn:
+            run_parser_fn(p)
+    args = parser.parse_args(argv)
+    if args.microbatch_size and args.batch_size % args.microbatch_size:
+        parser.error(f"--microbatch-size {args.microbatch_size} must divide --batch-size {args.batch_size}")
+    return args
+
+
+def default_pef(args, name):
+    return args.pef or os.path.join(args.output_folder, name, f"{name}.pef")
+
+
+def common_app_driver(args, model, inputs, optim=None, name=None, init_output_grads=True, app_dir=None,
+                      loss_indices=None, squeeze_bs_dim=False, **_ignored):
+    """compile: traces the model and writes the PEF (returns its path).
+    measure-performance / measure-sections: loads the PEF with trace_graph and
+    times it (returns the reports). run is the app's own loop."""
+    from ..session import session
+    from . import utils
+    name = name or type(model).__name__
+    pef = default_pef(args, name)
+    if getattr(args, "seed", None) is not None:
+        utils.set_seed(args.seed)
+    if args.command == "compile":
+        os.makedirs(os.path.dirname(os.path.abspath(pef)), exist_ok=True)
+        path = session.compile(model, inputs, None if args.inference else optim, name=name, pef_path=pef,
+                               inference=args.inference, batch_size=args.batch_size,
+                               micro_batch_size=args.microbatch_size, opt_level=0 if args.o0 else 1,
+                               loss_indices=loss_indices, mapping=args.mapping)
+        print(f"compiled {name} into {path} (log: {path}.log)")
+        return path
+    if args.command in ("measure-performance", "measure-sections"):
+        utils.trace_graph(model, inputs, None if args.inference else optim, pef=pef,
+                          init_output_grads=init_output_grads and not args.inference, mapping=args.mapping)
+        if args.command == "measure-performance":
+            return utils.measure_performance(model, inputs, batch_size=args.batch_size, inference=args.inference,
+                                             run_graph_only=args.run_graph_only, n_iterations=args.num_iterations)
+        return utils.measure_sections(model, inputs, batch_size=args.batch_size, n_iterations=args.num_iterations)
+    raise ValueError(f"common_app_driver handles compile, measure-performance and measure-sections; "
+                     f"'{args.command}' is the app's to run")
