@@ -1,0 +1,3 @@
+module samba
+
+go 1.19

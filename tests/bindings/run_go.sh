@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the Go package's tests (bindings/go) against a built libsamba.so.
+# Usage: run_go.sh LIBSAMBA_PATH. Exit 77 (skipped) without go.
+set -euo pipefail
+lib=$1
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null 2>&1; then
+  echo "skipped: no go (make setup installs Debian's golang-go when none is present)"
+  exit 77
+fi
+libdir="$(cd "$(dirname "$lib")" && pwd)"
+cd "$root/bindings/go"
+CGO_ENABLED=1 CGO_CFLAGS="-I$root/include" CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOPROXY=off GOFLAGS=-mod=mod \
+  exec go test -count=1 ./...
