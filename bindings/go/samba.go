@@ -175,25 +175,54 @@ func collect(arr **C.samba_tensor, n C.size_t) []*Tensor {
 
 const maxOutputs = 64
 
-// Op runs registry op name on inputs (eagerly, or recorded while compiling)
-// with float attributes.
-func Op(name string, inputs []*Tensor, attrs map[string]float64) ([]*Tensor, error) {
+// Attrs are an op's attributes: float64, int64 or []int64 values.
+type Attrs map[string]any
+
+func makeAttrs(attrs Attrs) (*C.samba_attrs, error) {
+	var a *C.samba_attrs
+	if err := check(C.samba_attrs_create(&a)); err != nil {
+		return nil, err
+	}
+	for k, v := range attrs {
+		ck := C.CString(k)
+		var err error
+		switch x := v.(type) {
+		case float64:
+			err = check(C.samba_attrs_set_float(a, ck, C.double(x)))
+		case int64:
+			err = check(C.samba_attrs_set_int(a, ck, C.int64_t(x)))
+		case int:
+			err = check(C.samba_attrs_set_int(a, ck, C.int64_t(x)))
+		case []int64:
+			var p *C.int64_t
+			if len(x) > 0 {
+				p = (*C.int64_t)(unsafe.Pointer(&x[0]))
+			}
+			err = check(C.samba_attrs_set_ints(a, ck, p, C.size_t(len(x))))
+		default:
+			err = &Error{Status: 1, StatusName: "SAMBA_ERR_INVALID_ARGUMENT",
+				Message: "attribute " + k + ": only float64, int64 and []int64 values are supported"}
+		}
+		C.free(unsafe.Pointer(ck))
+		if err != nil {
+			C.samba_attrs_release(a)
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Op runs registry op name on inputs (eagerly, or recorded while compiling).
+func Op(name string, inputs []*Tensor, attrs Attrs) ([]*Tensor, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var a *C.samba_attrs
 	if len(attrs) > 0 {
-		if err := check(C.samba_attrs_create(&a)); err != nil {
+		var err error
+		if a, err = makeAttrs(attrs); err != nil {
 			return nil, err
 		}
 		defer C.samba_attrs_release(a)
-		for k, v := range attrs {
-			ck := C.CString(k)
-			err := check(C.samba_attrs_set_float(a, ck, C.double(v)))
-			C.free(unsafe.Pointer(ck))
-			if err != nil {
-				return nil, err
-			}
-		}
 	}
 	in, done := handles(inputs)
 	defer done()
@@ -220,19 +249,15 @@ type Optimizer struct{ h *C.samba_optimizer }
 
 // NewOptimizer creates "sgd" or "adamw" with float hyperparameters.
 func NewOptimizer(kind string, hyper map[string]float64) (*Optimizer, error) {
-	var a *C.samba_attrs
-	if err := check(C.samba_attrs_create(&a)); err != nil {
+	attrs := Attrs{}
+	for k, v := range hyper {
+		attrs[k] = v
+	}
+	a, err := makeAttrs(attrs)
+	if err != nil {
 		return nil, err
 	}
 	defer C.samba_attrs_release(a)
-	for k, v := range hyper {
-		ck := C.CString(k)
-		err := check(C.samba_attrs_set_float(a, ck, C.double(v)))
-		C.free(unsafe.Pointer(ck))
-		if err != nil {
-			return nil, err
-		}
-	}
 	ck := C.CString(kind)
 	defer C.free(unsafe.Pointer(ck))
 	var h *C.samba_optimizer
@@ -348,8 +373,22 @@ func (s *Session) TraceGraph(model Model, inputs []*Tensor, opts []*Optimizer, p
 	return collect(outs, n), nil
 }
 
-// Run runs the whole schedule with inputs and returns the values of outputs.
-func (s *Session) Run(inputs []*Tensor, outputs []*Tensor) ([]*Tensor, error) {
+// Run runs the whole schedule with inputs, after setting hyperparameters
+// (argins such as "lr"; they persist), and returns the values of outputs.
+func (s *Session) Run(inputs []*Tensor, outputs []*Tensor, hyper map[string]float64) ([]*Tensor, error) {
+	var ro *C.samba_run_options
+	if err := check(C.samba_run_options_create(&ro)); err != nil {
+		return nil, err
+	}
+	defer C.samba_run_options_release(ro)
+	for k, v := range hyper {
+		ck := C.CString(k)
+		err := check(C.samba_run_options_set_hyperparam(ro, ck, C.double(v)))
+		C.free(unsafe.Pointer(ck))
+		if err != nil {
+			return nil, err
+		}
+	}
 	in, done := handles(inputs)
 	defer done()
 	want, doneWant := handles(outputs)
@@ -357,7 +396,7 @@ func (s *Session) Run(inputs []*Tensor, outputs []*Tensor) ([]*Tensor, error) {
 	outs := (**C.samba_tensor)(C.malloc(maxOutputs * C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer C.free(unsafe.Pointer(outs))
 	var n C.size_t
-	if err := check(C.samba_session_run(s.h, in, C.size_t(len(inputs)), want, C.size_t(len(outputs)), nil, outs,
+	if err := check(C.samba_session_run(s.h, in, C.size_t(len(inputs)), want, C.size_t(len(outputs)), ro, outs,
 		maxOutputs, &n)); err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func TestCompiledTrainingMatchesEagerTraining(t *testing.T) {
 	}
 	want := eagerLosses(20)
 	for step, w := range want {
-		got := must(must(s.Run([]*Tensor{x, y}, outs))[0].Item())
+		got := must(must(s.Run([]*Tensor{x, y}, outs, nil))[0].Item())
 		if math.Abs(got-w) > 1e-5*math.Max(1, math.Abs(w)) {
 			t.Fatalf("step %d: compiled %v, eager %v", step, got, w)
 		}

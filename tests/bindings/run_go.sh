@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs the Go package's tests (bindings/go) against a built libsamba.so.
-# Usage: run_go.sh LIBSAMBA_PATH. Exit 77 (skipped) without go.
+# Usage: run_go.sh LIBSAMBA_PATH [EXAMPLE_BINARY DIGITS_DATA]. With the last
+# two, the losses are also checked against the C example's. Exit 77 (skipped)
+# without go.
 set -euo pipefail
 lib=$1
+export SAMBA_EXAMPLE=${2:-} SAMBA_DIGITS=${3:-}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 PATH="$PATH:/usr/local/go/bin"
 if ! command -v go >/dev/null 2>&1; then
