@@ -11,7 +11,8 @@ Models (bench/e2e_models.h builds the same ones):
 Training is one step of SGD with momentum 0.9 (lr 0.01) on a fixed batch;
 inference returns the logits of a batch.
 
-Peers, each with 2 threads, timed after warm-up, median of repeats:
+Peers, each with 2 threads, timed after warm-up, median of repeats, each
+peer and workload in a process of its own:
   torch    PyTorch eager (training step and inference under inference_mode)
   jax      JAX with the whole training step (value_and_grad and the
            momentum update) in one jitted function, and jitted inference
@@ -27,6 +28,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -356,7 +358,33 @@ def plot(rows, path):
     return True
 
 
+PEERS = {"torch": time_torch, "jax": time_jax, "ort": time_ort}
+
+
+def worker(peer, key):
+    """Times one peer on one workload and prints the seconds per step."""
+    torch.set_num_threads(THREADS)
+    torch.set_num_interop_threads(1)
+    w = next(w for w in workloads() if w["key"] == key)
+    print(repr(PEERS[peer](w)))
+
+
+def time_isolated(peer, key):
+    """Each peer and workload in a process of its own: the thread pools a
+    framework leaves behind (XLA's, ONNX Runtime's spinning workers) must not
+    take cores from the next measurement."""
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", peer, key],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print("peers: %s on %s failed:\n%s" % (peer, key, p.stderr[-2000:]), file=sys.stderr)
+        return None
+    return float(p.stdout.strip().splitlines()[-1])
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samba", required=True, help="e2e_bench JSON output")
     ap.add_argument("--machine", required=True, help="machine_bench JSON output")
@@ -364,8 +392,6 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated workload keys (default: all)")
     args = ap.parse_args()
 
-    torch.set_num_threads(THREADS)
-    torch.set_num_interop_threads(1)
     samba, context = benchmark_entries(args.samba)
     lim = machine_limits(args.machine)
     vers = versions()
@@ -383,13 +409,10 @@ def main():
             for c in ("peak_rss_MiB", "plan_peak_MiB", "plan_lower_MiB", "GFLOPS_pef", "cpu_util"):
                 if c in e:
                     r["samba_" + c] = e[c]
-        for peer, fn in (("torch", time_torch), ("jax", time_jax), ("ort", time_ort)):
+        for peer in PEERS:
             if peer == "ort" and w["kind"] == "train":
                 continue
-            try:
-                r[peer + "_s"] = fn(w)
-            except Exception as ex:  # one failing peer must not hide the others
-                print("peers: %s on %s failed: %s: %s" % (peer, w["key"], type(ex).__name__, ex), file=sys.stderr)
+            r[peer + "_s"] = time_isolated(peer, w["key"])  # None when it failed: one peer must not hide the others
         print("%-26s samba %9s ms  torch %9s ms  jax %9s ms  ort %9s ms" % (
             w["key"], fmt_ms(r["samba_s"]), fmt_ms(r.get("torch_s")), fmt_ms(r.get("jax_s")),
             fmt_ms(r.get("ort_s"))), flush=True)
