@@ -20,8 +20,9 @@
 //                      live set of intermediates)
 //
 //   e2e_bench [Google Benchmark flags]
-//   e2e_bench --kernel_profile=FILE.json [--kernel_profile_steps=N]
-// The second form runs each workload N steps (default 20) under the
+//   e2e_bench --kernel_profile=FILE.json [--kernel_profile_steps=N] [--kernel_profile_filter=S]
+// The second form runs each workload (whose key contains S) N steps
+// (default 100) under the
 // profiler instead and writes, per workload, the time per step of every
 // kernel with its FLOP and byte rates (from the PEF's estimates), so what
 // limits a workload can be read off: compute (GFLOP/s near the FMA peak),
@@ -199,7 +200,7 @@ nlohmann::json kernel_profile(const std::string& key, int steps) {
   Profiler profiler;
   runtime::Runtime rt(w.desc, pool, &profiler);
   const runtime::RunRequest r = step_request(w);
-  for (int i = 0; i < 3; ++i) rt.run(r);
+  for (int i = 0; i < 10; ++i) rt.run(r);  // first touch of pages and caches settle
   const auto id = profiler.start(category_bit(ProfileCategory::Kernel) |
                                  category_bit(ProfileCategory::Section) |
                                  category_bit(ProfileCategory::Runtime));
@@ -242,9 +243,10 @@ nlohmann::json kernel_profile(const std::string& key, int steps) {
           {"kernels", kernels}};
 }
 
-int write_kernel_profiles(const std::string& path, int steps) {
+int write_kernel_profiles(const std::string& path, int steps, const std::string& filter) {
   nlohmann::json all = nlohmann::json::array();
   for (const auto& key : workload_keys()) {
+    if (key.find(filter) == std::string::npos) continue;
     nlohmann::json p = kernel_profile(key, steps);
     fmt::print(
         "{}: step {:.1f} us, run {:.1f} us, sections {:.1f} us, kernels {:.1f} us (sum over "
@@ -273,8 +275,8 @@ int write_kernel_profiles(const std::string& path, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string profile_path;
-  int profile_steps = 20;
+  std::string profile_path, profile_filter;
+  int profile_steps = 100;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -282,10 +284,13 @@ int main(int argc, char** argv) {
       profile_path = a.substr(17);
     else if (a.rfind("--kernel_profile_steps=", 0) == 0)
       profile_steps = std::max(1, std::stoi(a.substr(23)));
+    else if (a.rfind("--kernel_profile_filter=", 0) == 0)
+      profile_filter = a.substr(24);
     else
       rest.push_back(argv[i]);
   }
-  if (!profile_path.empty()) return write_kernel_profiles(profile_path, profile_steps);
+  if (!profile_path.empty())
+    return write_kernel_profiles(profile_path, profile_steps, profile_filter);
 
   for (const auto& key : workload_keys())
     benchmark::RegisterBenchmark(("e2e/" + key).c_str(), BM_Step, key)
