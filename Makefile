@@ -8,6 +8,8 @@
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
+#   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
+#                  (bench/peers/run_peers.sh: installs the peers into bench/.venv)
 #   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
@@ -19,7 +21,7 @@ CTEST_ARGS ?=
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: bench-peers all setup configure build test asan tsan demo bench install clean format
+.PHONY: all setup configure build test asan tsan demo bench bench-peers install clean format
 
 all: build
 
@@ -68,8 +70,7 @@ bench: setup
 	cmake --build $(BUILD) -j $(JOBS)
 	bash bench/run.sh $(BUILD)
 
-# Samba against PyTorch eager, JAX jit and ONNX Runtime on the same model
-# (creates bench/.venv with jax and onnxruntime from PyPI on first use).
+# Needs the network (PyPI) on its first run; nothing else depends on it.
 bench-peers: setup
 	bash bench/peers/run_peers.sh $(BUILD)
 

@@ -116,6 +116,40 @@ BENCHMARK(BM_LinearBackwardWeight)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The three GEMMs of ResFFNLogReg (784 features, 10 classes) at each
+// benchmarked batch/hidden size, on the session pool: gemm1 784 -> H, gemm2
+// H -> H, gemm3 H -> 10, each as the forward product (linear with bias) and
+// the two backward products (dX = dY W, dW = dYᵀ X; gemm1 has no dX, the
+// image needs no gradient). Args: batch, in, out, product (0 fwd, 1 dX, 2 dW).
+void BM_ModelGemm(benchmark::State& state) {
+  const int64_t batch = state.range(0), in = state.range(1), out = state.range(2);
+  const int64_t product = state.range(3);
+  Tensor x = filled({batch, in}, 1.0f), w = filled({out, in}, 0.05f), b = filled({out}, 0.1f);
+  Tensor dy = filled({batch, out}, 1.0f);
+  autograd::NoGradGuard ng;
+  FlopCounter fc(state, batch, out, in);
+  if (product == 0) {
+    for (auto _ : state) benchmark::DoNotOptimize(call1("linear", {x, w, b}));
+  } else if (product == 1) {
+    for (auto _ : state) benchmark::DoNotOptimize(call1("matmul", {dy, w}));
+  } else {
+    for (auto _ : state) benchmark::DoNotOptimize(call1("matmul_tn", {dy, x}));
+  }
+  static const char* const kProducts[] = {"fwd", "dX", "dW"};
+  state.SetLabel(kProducts[product]);
+}
+void model_gemm_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"batch", "in", "out", "product"});
+  const int64_t sizes[][2] = {{16, 256}, {256, 1024}, {1024, 2048}};
+  for (const auto& s : sizes) {
+    const int64_t batch = s[0], h = s[1];
+    for (int64_t p : {0, 2}) b->Args({batch, 784, h, p});
+    for (int64_t p : {0, 1, 2}) b->Args({batch, h, h, p});
+    for (int64_t p : {0, 1, 2}) b->Args({batch, h, 10, p});
+  }
+}
+BENCHMARK(BM_ModelGemm)->Apply(model_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // The GEMM layer alone (no op dispatch, output reused) with bias and each activation.
 void BM_GemmEpilogue(benchmark::State& state) {
   const int64_t m = 1024, k = 784, n = 2048;

@@ -1,189 +1,170 @@
-// The runtime end to end: the seed's ResFFNLogReg (784 features, 10
-// classes: gemm1, layer_norm, tanh, gemm2, layer_norm, residual add,
-// sigmoid, gemm3, cross_entropy) compiled and run on the emulated device at
-// batch/hidden 16/256, 256/1024 and 1024/2048: a training step (FWD, BCKWD,
-// OPT with SGD and momentum) and forward-only inference (an inference
-// compile). And the fixed costs on a tiny graph: one section call, and the
-// median and 99th percentile of 10,000 whole runs.
-//
-// FLOP counts are the model's matrix products (2 * batch * (784 H + H H +
-// 10 H) forward; three times that for a training step: forward, and the
-// input and weight gradients); the elementwise work is not counted.
+// The runtime's own costs, on programs compiled for the purpose:
+//   - the fixed cost of one section call on a tiny graph (one fused
+//     elementwise kernel over 16 floats): through run() with section_ids,
+//     and through ExecutionContext::run_section directly;
+//   - the latency distribution of a whole run() on that graph (input bound,
+//     output returned) over 10,000 runs: p50, p99 and their ratio;
+//   - a fused elementwise chain, sigmoid(tanh(0.5 x + 0.25) * x) + x, over
+//     16M floats compiled into one kernel, against the same ops called
+//     eagerly one by one (each a pass over memory): bytes_per_second counts
+//     the chain's own traffic (x read once, the result written once), to be
+//     read against memcpy's rate in machine_bench.
+// All on a pool of 2 threads.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
-#include "engine/ops/registry.h"
+#include "engine/ops/op_util.h"
 #include "engine/pef/reader.h"
 #include "engine/pef/writer.h"
-#include "engine/rng/lazy_param.h"
 #include "engine/runtime/runtime.h"
 
 using namespace samba;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int64_t kFeatures = 784, kClasses = 10;
+constexpr int kThreads = 2;
+constexpr int64_t kTiny = 16;
+constexpr int64_t kChain = int64_t{1} << 24;
 
-Tensor tensor_of(const std::string& name, const Dims& shape, const char* init, bool param) {
-  auto m = std::make_shared<const rng::Materializer>(pef::MaterializerDesc{init, {}});
-  rng::MaterializeOptions o;
-  o.seed = 7;
-  Tensor t = rng::make_parameter(name, DType::Float32, shape, m, o, false);
-  t.impl()->requires_grad = param;
-  t.impl()->is_parameter = param;
-  return t;
-}
-
-struct ResFFN {
-  int64_t hidden;
-  Tensor w1, b1, w2, b2, w3, b3, g1, n1, g2, n2;
-  explicit ResFFN(int64_t h)
-      : hidden(h),
-        w1(tensor_of("gemm1.weight", {h, kFeatures}, "linear_weight", true)),
-        b1(tensor_of("gemm1.bias", {h}, "zeros", true)),
-        w2(tensor_of("gemm2.weight", {h, h}, "linear_weight", true)),
-        b2(tensor_of("gemm2.bias", {h}, "zeros", true)),
-        w3(tensor_of("gemm3.weight", {kClasses, h}, "linear_weight", true)),
-        b3(tensor_of("gemm3.bias", {kClasses}, "zeros", true)),
-        g1(tensor_of("norm1.weight", {h}, "ones", true)),
-        n1(tensor_of("norm1.bias", {h}, "zeros", true)),
-        g2(tensor_of("norm2.weight", {h}, "ones", true)),
-        n2(tensor_of("norm2.bias", {h}, "zeros", true)) {}
-
-  std::vector<Tensor> params() const { return {w1, b1, w2, b2, w3, b3, g1, n1, g2, n2}; }
-
-  std::vector<Tensor> forward(std::span<const Tensor> in) const {
-    const Attrs ln{{"normalized_shape", std::vector<int64_t>{hidden}}};
-    Tensor h = call1("linear", {in[0], w1, b1});
-    h = call1("tanh", {call1("layer_norm", {h, g1, n1}, ln)});
-    Tensor r = call1("linear", {h, w2, b2});
-    r = call1("layer_norm", {r, g2, n2}, ln);
-    Tensor s = call1("sigmoid", {call1("add", {r, h})});
-    Tensor logits = call1("linear", {s, w3, b3});
-    return {call1("cross_entropy", {logits, in[1]}), logits};
-  }
-};
-
-Tensor named_input(Tensor t, const char* name) {
+Tensor input_named(int64_t n, const char* name) {
+  Tensor t = Tensor::empty({n}, DType::Float32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 101) * 0.02f - 1.0f;
   t.impl()->name = name;
   return t;
 }
 
-std::vector<Tensor> batch_of(int64_t b) {
-  Tensor x = tensor_of("x", {b, kFeatures}, "normal", false);
-  Tensor y = Tensor::empty({b}, DType::Int64);
-  for (int64_t i = 0; i < b; ++i) y.data<int64_t>()[i] = i % kClasses;
-  return {named_input(x, "x"), named_input(y, "y")};
+Tensor tiny_model(const Tensor& x) {
+  return call1("relu",
+               {call1("add", {call1("mul", {x, ops::wrap_scalar(2.0)}), ops::wrap_scalar(1.0)})});
 }
 
-std::unique_ptr<runtime::Runtime> load(compiler::GraphSpec spec, ThreadPool& pool) {
-  pef::ProgramDesc p = compiler::compile_program({std::move(spec)}, {});
-  return std::make_unique<runtime::Runtime>(pef::parse_pef(pef::serialize_pef(p)), pool, nullptr);
+Tensor chain_model(const Tensor& x) {
+  Tensor t = call1(
+      "tanh", {call1("add", {call1("mul", {x, ops::wrap_scalar(0.5)}), ops::wrap_scalar(0.25)})});
+  return call1("add", {call1("sigmoid", {call1("mul", {t, x})}), x});
 }
 
-void run_resffn(benchmark::State& state, bool train) {
-  const int64_t b = state.range(0), h = state.range(1);
-  ThreadPool pool(2);
-  ThreadPool::Scope scope(&pool);
-  ResFFN net(h);
-  compiler::GraphSpec spec;
-  spec.name = "resffn";
-  spec.inputs = batch_of(b);
-  spec.model = [&net](std::span<const Tensor> in) { return net.forward(in); };
-  spec.backward.loss_indices = {0};
-  spec.inference = !train;
-  if (train) {
-    compiler::OptimizerSpec sgd;
-    sgd.kind = compiler::OptimizerKind::SGD;
-    sgd.defaults = Attrs{{"lr", 0.01}, {"momentum", 0.9}};
-    sgd.groups.push_back({net.params(), {}});
-    spec.optimizers.push_back(sgd);
+pef::ProgramDesc compile_inference(int64_t n, Tensor (*model)(const Tensor&)) {
+  compiler::GraphSpec s;
+  s.name = "elementwise";
+  s.inference = true;
+  s.inputs = {input_named(n, "x")};
+  s.model = [model](std::span<const Tensor> in) -> std::vector<Tensor> { return {model(in[0])}; };
+  return pef::parse_pef(pef::serialize_pef(compiler::compile_program({s}, {})));
+}
+
+// A program with an execution context of its own, run on the pool's arena.
+struct DirectRun {
+  std::shared_ptr<const runtime::Program> program;
+  runtime::DeviceMemory state;
+  std::unique_ptr<runtime::ExecutionContext> ctx;
+  runtime::RunValues values;
+
+  explicit DirectRun(pef::ProgramDesc desc)
+      : program(std::make_shared<const runtime::Program>(std::move(desc))),
+        state(program->desc().memory.arena_bytes),
+        ctx(std::make_unique<runtime::ExecutionContext>(program, state)) {
+    values.argins = &ctx->argin_values();
   }
-  auto rt = load(spec, pool);
+  const runtime::KernelPlan& only_kernel() const {
+    return program->kernels()[static_cast<size_t>(program->sections()[0].kernels[0])];
+  }
+};
+
+// ---- the tiny graph ------------------------------------------------------------
+
+void BM_SectionCallRun(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  runtime::Runtime rt(compile_inference(kTiny, tiny_model), pool, nullptr);
   runtime::RunRequest r;
-  r.inputs = batch_of(b);
-  r.outputs = {rt->program().desc().tensors[static_cast<size_t>(rt->program().desc().graphs[0].outputs[0])].name};
-  rt->run(r);  // warm-up: first touch of every device page
-  for (auto _ : state) benchmark::DoNotOptimize(rt->run(r));
-  const double flops = 2.0 * static_cast<double>(b) *
-                       static_cast<double>(kFeatures * h + h * h + kClasses * h) * (train ? 3.0 : 1.0);
-  state.counters["GFLOP_per_s"] =
-      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["samples_per_s"] =
-      benchmark::Counter(static_cast<double>(b), benchmark::Counter::kIsIterationInvariantRate);
+  r.section_ids = {rt.program().sections()[0].id};
+  rt.run(r);
+  for (auto _ : state) benchmark::DoNotOptimize(rt.run(r));
+  state.counters["kernels"] = static_cast<double>(rt.program().sections()[0].kernels.size());
 }
+BENCHMARK(BM_SectionCallRun)->UseRealTime();
 
-void BM_ResFFNTrainStep(benchmark::State& state) { run_resffn(state, true); }
-void BM_ResFFNInference(benchmark::State& state) { run_resffn(state, false); }
-
-// y = relu(x * w) on 16 floats: one fused kernel in one FWD section.
-std::unique_ptr<runtime::Runtime> tiny(ThreadPool& pool, Tensor& w) {
-  w = named_input(Tensor::zeros({16}, DType::Float32), "w");
-  compiler::GraphSpec spec;
-  spec.name = "tiny";
-  spec.inputs = {named_input(Tensor::zeros({16}, DType::Float32), "x")};
-  spec.inference = true;
-  spec.model = [&w](std::span<const Tensor> in) -> std::vector<Tensor> {
-    return {call1("relu", {call1("mul", {in[0], w})})};
-  };
-  return load(spec, pool);
-}
-
-void BM_TinySectionCall(benchmark::State& state) {
-  ThreadPool pool(2);
-  ThreadPool::Scope scope(&pool);
-  Tensor w;
-  auto rt = tiny(pool, w);
-  runtime::RunRequest r;
-  r.section_ids = {0};
-  r.outputs = {"x"};  // read back 64 bytes, the least a run returns
-  for (auto _ : state) benchmark::DoNotOptimize(rt->run(r));
-}
-
-void BM_TinyRunLatency(benchmark::State& state) {
-  ThreadPool pool(2);
-  ThreadPool::Scope scope(&pool);
-  Tensor w;
-  auto rt = tiny(pool, w);
-  runtime::RunRequest r;
-  r.inputs = {named_input(Tensor::zeros({16}, DType::Float32), "x")};
-  constexpr int kRuns = 10000;
-  std::vector<double> us(kRuns);
-  for (auto _ : state) {
-    for (int i = 0; i < kRuns; ++i) {
-      const auto t0 = Clock::now();
-      benchmark::DoNotOptimize(rt->run(r));
-      us[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+void BM_SectionCallDirect(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  DirectRun d(compile_inference(kTiny, tiny_model));
+  pool.arena().execute([&] {
+    ThreadPool::Scope scope(&pool);
+    d.ctx->run_section(0, d.values);
+    for (auto _ : state) {
+      d.ctx->run_section(0, d.values);
+      benchmark::ClobberMemory();
     }
-  }
-  std::sort(us.begin(), us.end());
-  state.counters["p50_us"] = us[kRuns / 2];
-  state.counters["p99_us"] = us[kRuns * 99 / 100];
-  state.counters["p99_over_p50"] = us[kRuns * 99 / 100] / us[kRuns / 2];
+  });
+  state.counters["kernels"] = static_cast<double>(d.program->sections()[0].kernels.size());
 }
+BENCHMARK(BM_SectionCallDirect)->UseRealTime();
+
+// 10,000 whole runs (bind x, run FWD, return the output), each timed.
+void BM_TinyRunLatency(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  runtime::Runtime rt(compile_inference(kTiny, tiny_model), pool, nullptr);
+  runtime::RunRequest r;
+  r.inputs = {input_named(kTiny, "x")};
+  for (int i = 0; i < 100; ++i) rt.run(r);
+  std::vector<double> ns;
+  ns.reserve(static_cast<size_t>(state.max_iterations));
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(rt.run(r));
+    ns.push_back(
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ns.begin(), ns.end());
+  auto rank = [&](double q) {
+    return ns[static_cast<size_t>(std::ceil(q * static_cast<double>(ns.size()))) - 1];
+  };
+  const double p50 = rank(0.50), p99 = rank(0.99);
+  state.counters["p50_us"] = p50 * 1e-3;
+  state.counters["p99_us"] = p99 * 1e-3;
+  state.counters["p999_us"] = rank(0.999) * 1e-3;
+  state.counters["max_us"] = ns.back() * 1e-3;
+  state.counters["p99_over_p50"] = p99 / p50;
+}
+BENCHMARK(BM_TinyRunLatency)->Iterations(10000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// ---- the elementwise chain -----------------------------------------------------
+
+void BM_ElementwiseChainCompiled(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  DirectRun d(compile_inference(kChain, chain_model));
+  const pef::ProgramDesc& desc = d.program->desc();
+  d.ctx->tensor(desc.graphs[0].inputs[0]).copy_from(input_named(kChain, "x"));
+  pool.arena().execute([&] {
+    ThreadPool::Scope scope(&pool);
+    d.ctx->run_section(0, d.values);
+    for (auto _ : state) {
+      d.ctx->run_section(0, d.values);
+      benchmark::ClobberMemory();
+    }
+  });
+  state.SetBytesProcessed(state.iterations() * 8 * kChain);
+  state.counters["kernels"] = static_cast<double>(d.program->sections()[0].kernels.size());
+  state.counters["GFLOPS_pef"] = benchmark::Counter(d.only_kernel().flops * 1e-9,
+                                                    benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ElementwiseChainCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_ElementwiseChainEager(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  ThreadPool::Scope scope(&pool);
+  Tensor x = input_named(kChain, "x");
+  autograd::NoGradGuard ng;
+  for (auto _ : state) benchmark::DoNotOptimize(chain_model(x));
+  state.SetBytesProcessed(state.iterations() * 8 * kChain);
+}
+BENCHMARK(BM_ElementwiseChainEager)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
-
-BENCHMARK(BM_ResFFNTrainStep)
-    ->Args({16, 256})
-    ->Args({256, 1024})
-    ->Args({1024, 2048})
-    ->ArgNames({"batch", "hidden"})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK(BM_ResFFNInference)
-    ->Args({16, 256})
-    ->Args({256, 1024})
-    ->Args({1024, 2048})
-    ->ArgNames({"batch", "hidden"})
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime();
-BENCHMARK(BM_TinySectionCall)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_TinyRunLatency)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
