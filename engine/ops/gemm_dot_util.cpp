@@ -17,83 +17,94 @@ void dot_sgemm_tile(const GemmArgs<float>&, const float*, const float*, float*, 
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// Sums of the lanes of three vectors: {sum a, sum b, sum c, 0}.
+inline __m128 hsum3(__m256 a, __m256 b, __m256 c) {
+  const __m256 ab = _mm256_hadd_ps(a, b);                 // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 cz = _mm256_hadd_ps(c, _mm256_setzero_ps());
+  const __m256 s = _mm256_hadd_ps(ab, cz);                // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-// out[i][j] = dot(a_i, b_j) for R rows of A and 4 rows of B, k elements.
-template <int R>
+// out[i][j] = dot(a_i, b_j) for R rows of A and C rows of B over k elements.
+// R = 4, C = 3 fills the 16 vector registers (12 accumulators, 3 B vectors,
+// one A vector): 7 loads per 12 FMAs, so the loop runs at the FMA rate from L1
+// and L2. Smaller R and C serve the edges with the same code.
+template <int R, int C>
 void block(const float* const* a, const float* const* b, int64_t k, float out[R][4]) {
-  __m256 acc[R][4];
+  __m256 acc[R][3];
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < 3; ++j) acc[i][j] = _mm256_setzero_ps();
   int64_t p = 0;
   for (; p + 8 <= k; p += 8) {
-    const __m256 b0 = _mm256_loadu_ps(b[0] + p), b1 = _mm256_loadu_ps(b[1] + p);
-    const __m256 b2 = _mm256_loadu_ps(b[2] + p), b3 = _mm256_loadu_ps(b[3] + p);
+    __m256 bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm256_loadu_ps(b[j] + p);
     for (int i = 0; i < R; ++i) {
       const __m256 av = _mm256_loadu_ps(a[i] + p);
-      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
-      acc[i][2] = _mm256_fmadd_ps(av, b2, acc[i][2]);
-      acc[i][3] = _mm256_fmadd_ps(av, b3, acc[i][3]);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < 4; ++j) {
-      float s = hsum(acc[i][j]);
-      for (int64_t q = p; q < k; ++q) s += a[i][q] * b[j][q];
-      out[i][j] = s;
+  if (p < k) {
+    // The last partial vector, loaded with a mask (masked-off lanes read as 0).
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - (k - p)));
+    __m256 bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm256_maskload_ps(b[j] + p, mask);
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_maskload_ps(a[i] + p, mask);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
     }
+  }
+  for (int i = 0; i < R; ++i) _mm_storeu_ps(out[i], hsum3(acc[i][0], acc[i][1], acc[i][2]));
+}
+
+// All R rows from `i` against columns [j, j + C) of the tile.
+template <int R, int C>
+void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i, int64_t j) {
+  const float* ap[R];
+  const float* bp[C];
+  for (int r = 0; r < R; ++r) ap[r] = a + (i + r) * g.a.ld;
+  for (int q = 0; q < C; ++q) bp[q] = b + (j + q) * g.b.ld;
+  float out[R][4];
+  block<R, C>(ap, bp, g.k, out);
+  for (int r = 0; r < R; ++r) {
+    float* dst = c + (i + r) * g.ldc + j;
+    for (int q = 0; q < C; ++q) dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
+  }
+}
+
+// Every row of the tile (blocks of four, then the rest) against C columns.
+template <int C>
+void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
+                  int64_t j) {
+  int64_t i = r0;
+  const int64_t end = r0 + rows;
+  for (; i + 4 <= end; i += 4) rows_block<4, C>(g, a, b, c, i, j);
+  switch (end - i) {
+    case 3:
+      return rows_block<3, C>(g, a, b, c, i, j);
+    case 2:
+      return rows_block<2, C>(g, a, b, c, i, j);
+    case 1:
+      return rows_block<1, C>(g, a, b, c, i, j);
+    default:
+      return;
+  }
 }
 
 }  // namespace
 
 bool prefer_dot_sgemm(const GemmArgs<float>& g, int64_t rows) {
-  return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 16;
+  return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 8;
 }
 
 void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
                     int64_t rows, int64_t c0, int64_t cols) {
-  const int64_t k = g.k;
-  auto store = [&](int64_t i, int64_t j, float v) {
-    float& dst = c[(r0 + i) * g.ldc + c0 + j];
-    dst = g.beta == 0.0f ? g.alpha * v : g.alpha * v + g.beta * dst;
-  };
-  // op(B) column j is row (c0 + j) of the stored matrix: contiguous in k.
-  auto brow = [&](int64_t j) { return b + (c0 + j) * g.b.ld; };
-  auto arow = [&](int64_t i) { return a + (r0 + i) * g.a.ld; };
-  int64_t j = 0;
-  for (; j + 4 <= cols; j += 4) {
-    const float* bp[4] = {brow(j), brow(j + 1), brow(j + 2), brow(j + 3)};
-    int64_t i = 0;
-    // Three rows of A against four of B: 12 accumulators, 7 loads per 12 FMAs.
-    for (; i + 3 <= rows; i += 3) {
-      const float* ap[3] = {arow(i), arow(i + 1), arow(i + 2)};
-      float out[3][4];
-      block<3>(ap, bp, k, out);
-      for (int r = 0; r < 3; ++r)
-        for (int q = 0; q < 4; ++q) store(i + r, j + q, out[r][q]);
-    }
-    for (; i < rows; ++i) {
-      const float* ap[1] = {arow(i)};
-      float out[1][4];
-      block<1>(ap, bp, k, out);
-      for (int q = 0; q < 4; ++q) store(i, j + q, out[0][q]);
-    }
-  }
-  for (; j < cols; ++j) {
-    const float* bj = brow(j);
-    for (int64_t i = 0; i < rows; ++i) {
-      const float* ai = arow(i);
-      float s = 0;
-      for (int64_t p = 0; p < k; ++p) s += ai[p] * bj[p];
-      store(i, j, s);
-    }
-  }
+  // op(B) column j is row j of the stored matrix: contiguous in k.
+  int64_t j = c0;
+  const int64_t end = c0 + cols;
+  for (; j + 3 <= end; j += 3) column_group<3>(g, a, b, c, r0, rows, j);
+  if (end - j == 2) column_group<2>(g, a, b, c, r0, rows, j);
+  if (end - j == 1) column_group<1>(g, a, b, c, r0, rows, j);
 }
 
 #endif

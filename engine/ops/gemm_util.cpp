@@ -60,8 +60,9 @@ template <typename T>
 using RowMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // Below this many flops a product runs on the calling thread; above it each
-// task gets at least this much (about 10-20 us on one core).
-constexpr double kMinTaskFlops = 1.5e6;
+// task gets at least this much (about 5 us on one core: a task handed to a
+// waiting worker costs well under a microsecond).
+constexpr double kMinTaskFlops = 0.5e6;
 // Tile edges are rounded to these so tiles split no register block: the
 // packed kernel's are 6 x 16, Eigen's float blocks 24 x 4.
 constexpr int64_t kTileRowAlign = 24;

@@ -37,32 +37,84 @@ void check_nonneg(const char* op, const Attrs& a, const char* name) {
 
 // ---- SGD -----------------------------------------------------------------------
 
+// The flags are hoisted out of the element loop (first step, maximize and
+// dampening fold into coefficients; momentum and nesterov select one of three
+// loops) so each loop is branch-free and vectorizes.
+template <typename T, bool kMomentum, bool kNesterov>
+void sgd_range(T* __restrict p, const T* __restrict g, T* __restrict b, int64_t s, int64_t e, acc_t<T> lr,
+               acc_t<T> sign, acc_t<T> wd, acc_t<T> keep, acc_t<T> take, acc_t<T> momentum) {
+  using A = acc_t<T>;
+  for (int64_t i = s; i < e; ++i) {
+    const A pi = static_cast<A>(p[i]);
+    A d = sign * static_cast<A>(g[i]) + wd * pi;
+    if constexpr (kMomentum) {
+      const A m = keep * static_cast<A>(b[i]) + take * d;
+      b[i] = convert_value<T>(m);
+      d = kNesterov ? d + momentum * m : m;
+    }
+    p[i] = convert_value<T>(pi - lr * d);
+  }
+}
+
+template <typename T, bool kMomentum, bool kNesterov>
+void sgd_loop(T* p, const T* g, T* b, int64_t n, acc_t<T> lr, acc_t<T> sign, acc_t<T> wd, acc_t<T> keep,
+              acc_t<T> take, acc_t<T> momentum) {
+  parallel_for(n, kGrain, [=](int64_t s, int64_t e) {
+    sgd_range<T, kMomentum, kNesterov>(p, g, b, s, e, lr, sign, wd, keep, take, momentum);
+  });
+}
+
 template <typename T>
 void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& buf, bool first, const Attrs& a) {
   using A = acc_t<T>;
   const A lr = static_cast<A>(a.f("lr")), momentum = static_cast<A>(a.f("momentum"));
-  const A dampening = static_cast<A>(a.f("dampening")), wd = static_cast<A>(a.f("weight_decay"));
-  const bool nesterov = a.b("nesterov"), maximize = a.b("maximize");
+  const A wd = static_cast<A>(a.f("weight_decay"));
+  const A sign = a.b("maximize") ? A(-1) : A(1);
+  // buf = keep * buf + take * d: d itself on the first step.
+  const A keep = first ? A(0) : momentum;
+  const A take = first ? A(1) : static_cast<A>(1.0 - a.f("dampening"));
   T* p = param.data<T>();
   const T* g = grad.data<T>();
-  T* b = buf.defined() ? buf.data<T>() : nullptr;
-  parallel_for(param.numel(), kGrain, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      const A pi = static_cast<A>(p[i]);
-      A d = static_cast<A>(g[i]);
-      if (maximize) d = -d;
-      d += wd * pi;
-      if (b) {
-        const A m = first ? d : momentum * static_cast<A>(b[i]) + (A(1) - dampening) * d;
-        b[i] = convert_value<T>(m);
-        d = nesterov ? d + momentum * m : m;
-      }
-      p[i] = convert_value<T>(pi - lr * d);
-    }
-  });
+  const int64_t n = param.numel();
+  if (!buf.defined())
+    sgd_loop<T, false, false>(p, g, nullptr, n, lr, sign, wd, keep, take, momentum);
+  else if (a.b("nesterov"))
+    sgd_loop<T, true, true>(p, g, buf.data<T>(), n, lr, sign, wd, keep, take, momentum);
+  else
+    sgd_loop<T, true, false>(p, g, buf.data<T>(), n, lr, sign, wd, keep, take, momentum);
 }
 
 // ---- AdamW ------------------------------------------------------------------------
+
+template <typename T, bool kAmsgrad>
+void adamw_range(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+                 int64_t s, int64_t e, acc_t<T> sign, acc_t<T> decay, acc_t<T> b1, acc_t<T> b2, acc_t<T> step_size,
+                 acc_t<T> bc2_sqrt, acc_t<T> eps) {
+  using A = acc_t<T>;
+  for (int64_t i = s; i < e; ++i) {
+    const A gi = sign * static_cast<A>(g[i]);
+    const A pi = static_cast<A>(p[i]) * decay;
+    const A mi = b1 * static_cast<A>(m[i]) + (A(1) - b1) * gi;
+    const A vi = b2 * static_cast<A>(v[i]) + (A(1) - b2) * gi * gi;
+    m[i] = convert_value<T>(mi);
+    v[i] = convert_value<T>(vi);
+    A second = vi;
+    if constexpr (kAmsgrad) {
+      second = std::max(static_cast<A>(vmax[i]), vi);
+      vmax[i] = convert_value<T>(second);
+    }
+    const A denom = std::sqrt(second) / bc2_sqrt + eps;
+    p[i] = convert_value<T>(pi - step_size * mi / denom);
+  }
+}
+
+template <typename T, bool kAmsgrad>
+void adamw_loop(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, acc_t<T> sign, acc_t<T> decay, acc_t<T> b1,
+                acc_t<T> b2, acc_t<T> step_size, acc_t<T> bc2_sqrt, acc_t<T> eps) {
+  parallel_for(n, kGrain, [=](int64_t s, int64_t e) {
+    adamw_range<T, kAmsgrad>(p, g, m, v, vmax, s, e, sign, decay, b1, b2, step_size, bc2_sqrt, eps);
+  });
+}
 
 template <typename T>
 void adamw_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
@@ -70,33 +122,19 @@ void adamw_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg
   using A = acc_t<T>;
   const double lr = a.f("lr"), beta1 = a.f("beta1"), beta2 = a.f("beta2");
   const A eps = static_cast<A>(a.f("eps")), decay = static_cast<A>(1.0 - lr * a.f("weight_decay"));
-  const A b1 = static_cast<A>(beta1), b2 = static_cast<A>(beta2);
-  const bool maximize = a.b("maximize");
+  const A sign = a.b("maximize") ? A(-1) : A(1);
   const A step_size = static_cast<A>(lr / (1.0 - std::pow(beta1, step)));
   const A bc2_sqrt = static_cast<A>(std::sqrt(1.0 - std::pow(beta2, step)));
   T* p = param.data<T>();
   const T* g = grad.data<T>();
   T* m = exp_avg.data<T>();
   T* v = exp_avg_sq.data<T>();
-  T* vmax = max_sq.defined() ? max_sq.data<T>() : nullptr;
-  parallel_for(param.numel(), kGrain, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      A gi = static_cast<A>(g[i]);
-      if (maximize) gi = -gi;
-      const A pi = static_cast<A>(p[i]) * decay;
-      const A mi = b1 * static_cast<A>(m[i]) + (A(1) - b1) * gi;
-      const A vi = b2 * static_cast<A>(v[i]) + (A(1) - b2) * gi * gi;
-      m[i] = convert_value<T>(mi);
-      v[i] = convert_value<T>(vi);
-      A second = vi;
-      if (vmax) {
-        second = std::max(static_cast<A>(vmax[i]), vi);
-        vmax[i] = convert_value<T>(second);
-      }
-      const A denom = std::sqrt(second) / bc2_sqrt + eps;
-      p[i] = convert_value<T>(pi - step_size * mi / denom);
-    }
-  });
+  const int64_t n = param.numel();
+  const A b1 = static_cast<A>(beta1), b2 = static_cast<A>(beta2);
+  if (max_sq.defined())
+    adamw_loop<T, true>(p, g, m, v, max_sq.data<T>(), n, sign, decay, b1, b2, step_size, bc2_sqrt, eps);
+  else
+    adamw_loop<T, false>(p, g, m, v, nullptr, n, sign, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
 
 // ---- gradient norm ----------------------------------------------------------------

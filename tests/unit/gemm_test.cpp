@@ -147,11 +147,12 @@ TEST(Gemm, PackedKernelBlockEdges) {
 
 TEST(Gemm, FewRowsAgainstRowStoredWeights) {
   // The dot kernel (x @ Wᵀ with few rows): every row count up to and past its
-  // limit, column counts with and without a partial group of four, depths
-  // with and without a partial vector, and the epilogue after it.
+  // limit (blocks of four rows and each remainder), column counts leaving
+  // each remainder of a group of three, depths with and without a partial
+  // vector, and the epilogue after it.
   for (int64_t m : {1, 2, 3, 4, 5, 7, 16, 31, 32, 33})
-    for (int64_t n : {1, 4, 6, 13})
-      for (int64_t k : {16, 21, 64}) check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-5);
+    for (int64_t n : {1, 2, 4, 6, 13})
+      for (int64_t k : {8, 11, 16, 21, 64}) check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-5);
   check_case<float>({5, 9, 40, false, true, 0.5, 2.0, true, Activation::Sigmoid}, 1e-5);
   check_case<float>({16, 300, 784, false, true, 1.0, 0.0, true, Activation::Relu}, 1e-4);
 }
