@@ -23,6 +23,10 @@ struct Access {
 
 }  // namespace
 
+void Program::release_blobs() {
+  for (auto& b : desc_.blobs) std::vector<uint8_t>().swap(b.data);
+}
+
 Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   for (size_t i = 0; i < desc_.tensors.size(); ++i) tensor_by_name_[desc_.tensors[i].name] = static_cast<int32_t>(i);
   for (size_t i = 0; i < desc_.argins.size(); ++i) argin_by_name_[desc_.argins[i].name] = static_cast<int32_t>(i);

@@ -58,6 +58,10 @@ class Program {
   explicit Program(pef::ProgramDesc desc);
 
   const pef::ProgramDesc& desc() const { return desc_; }
+  // Frees the blobs' bytes (their sizes stay readable as empty vectors): once
+  // the runtime has copied the initial values to the device, keeping them
+  // would double the memory of the parameters.
+  void release_blobs();
   const std::vector<KernelPlan>& kernels() const { return kernels_; }
   const std::vector<SectionPlan>& sections() const { return sections_; }
   // Spatial units: for a graph compiled with the spatial mapping, all its

@@ -1,5 +1,9 @@
 #include "engine/runtime/runtime.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -28,7 +32,7 @@ struct Runtime::ContextLease {
 };
 
 Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
-    : program_(std::make_shared<const Program>(std::move(program))),
+    : program_(std::make_shared<Program>(std::move(program))),
       pool_(pool),
       profiler_(profiler),
       state_(program_->desc().memory.arena_bytes) {
@@ -40,6 +44,14 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
   for (const auto& u : program_->units())
     unit_names_.push_back(profiler_ ? profiler_->intern(u.name) : std::string_view());
   initialize_state();
+  // The blobs' values now live on the device. The Program was created
+  // non-const just above and is not shared yet.
+  std::const_pointer_cast<Program>(program_)->release_blobs();
+#ifdef __GLIBC__
+  // Blobs below glibc's mmap threshold were heap memory: hand the freed
+  // pages back to the system, or they stay resident beside the arenas.
+  malloc_trim(0);
+#endif
   build_name_lists();
   primary_ = std::make_unique<ExecutionContext>(program_, state_);
 }
