@@ -80,6 +80,15 @@ ConvGeometry transpose_geometry(std::span<const Tensor> in, const Attrs& a) {
   return g;
 }
 
+// Multiply-adds of the implicit GEMM, counted as 2 FLOP each: every output
+// pixel of every output channel sums in_channels / groups x kH x kW products.
+// conv2d, both of its gradients and the transposed convolution do the same
+// arithmetic for the same geometry.
+double conv_flops(const ConvGeometry& g) {
+  return 2.0 * static_cast<double>(g.batch) * static_cast<double>(g.out_channels) *
+         static_cast<double>(g.out_pixels()) * static_cast<double>(g.col_rows());
+}
+
 Tensor bias_grad(const Tensor& grad) {
   return call1("sum", {grad}, {{"dim", bias_grad_dims(grad.shape())}});
 }
@@ -97,6 +106,9 @@ void register_convolution(OpRegistry& r) {
       .fusion(Fusion::Contraction)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {{c.inputs[0].dtype(), conv2d_geometry(c.inputs, c.attrs).output_shape()}};
+      })
+      .flops([](const InferContext& c, std::span<const TensorMeta>) {
+        return conv_flops(conv2d_geometry(c.inputs, c.attrs));
       })
       .kernel([](KernelContext& c) {
         conv2d_forward(conv2d_geometry(c.inputs, c.attrs), c.inputs[0], c.inputs[1],
@@ -128,6 +140,9 @@ void register_convolution(OpRegistry& r) {
         return {{c.inputs[0].dtype(),
                  input_grad_geometry(c.inputs[0], c.inputs[1], c.attrs).input_shape()}};
       })
+      .flops([](const InferContext& c, std::span<const TensorMeta>) {
+        return conv_flops(input_grad_geometry(c.inputs[0], c.inputs[1], c.attrs));
+      })
       .kernel([](KernelContext& c) {
         conv2d_input_grad(input_grad_geometry(c.inputs[0], c.inputs[1], c.attrs), c.inputs[0],
                           c.inputs[1], c.outputs[0]);
@@ -156,6 +171,9 @@ void register_convolution(OpRegistry& r) {
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {{c.inputs[0].dtype(),
                  weight_grad_geometry(c.inputs[0], c.inputs[1], c.attrs).weight_shape()}};
+      })
+      .flops([](const InferContext& c, std::span<const TensorMeta>) {
+        return conv_flops(weight_grad_geometry(c.inputs[0], c.inputs[1], c.attrs));
       })
       .kernel([](KernelContext& c) {
         conv2d_weight_grad(weight_grad_geometry(c.inputs[0], c.inputs[1], c.attrs), c.inputs[0],
@@ -192,6 +210,9 @@ void register_convolution(OpRegistry& r) {
       .fusion(Fusion::Contraction)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         return {{c.inputs[0].dtype(), transpose_geometry(c.inputs, c.attrs).input_shape()}};
+      })
+      .flops([](const InferContext& c, std::span<const TensorMeta>) {
+        return conv_flops(transpose_geometry(c.inputs, c.attrs));
       })
       .kernel([](KernelContext& c) {
         const ConvGeometry g = transpose_geometry(c.inputs, c.attrs);

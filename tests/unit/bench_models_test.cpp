@@ -94,5 +94,15 @@ TEST(BenchModels, ResFFNFlopCountsAgreeWithTheCompilersEstimates) {
   }
 }
 
+TEST(BenchModels, ConvNetFlopCountsAgreeWithTheCompilersEstimates) {
+  // conv2d and its two gradients carry the implicit GEMM's count in the
+  // registry, so the PEF's contraction kernels add up to the hand count.
+  DigitsConvNet m(32);
+  const double infer = pef_contraction_flops(compile_to_pef(m.spec(true)));
+  const double train = pef_contraction_flops(compile_to_pef(m.spec(false)));
+  EXPECT_NEAR(infer / m.forward_flops(), 1.0, 0.01);
+  EXPECT_NEAR(train / m.train_flops(), 1.0, 0.01);
+}
+
 }  // namespace
 }  // namespace samba::bench
