@@ -1,5 +1,6 @@
 // conv2d, conv_transpose2d and their backward ops against a direct
 // convolution written here in double, plus gradient checks and errors.
+#include "engine/core/parallel.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -183,6 +184,46 @@ TEST(Conv2d, BackwardOpsMatchDirectAdjoints) {
     expect_values(call1("conv2d_backward_weight", {g.to(DType::Float32), x.to(DType::Float32)}, af),
                   dw, 1e-4);
     seed += 3;
+  }
+}
+
+TEST(Conv2d, ManySmallImagesGoSeveralToAProduct) {
+  // Batches of small images (the digits net's 8 x 8) run several images per
+  // product; leftover runs, groups, strides and bias included, on 1 and 2
+  // threads.
+  const std::vector<Case> cases = {
+      {{40, 3, 8, 8}, {6, 3, 3, 3}, {.ph = 1, .pw = 1}, true},
+      {{37, 4, 7, 6}, {6, 2, 3, 3}, {.sh = 2, .sw = 1, .ph = 1, .pw = 0, .groups = 2}, true},
+      {{64, 16, 4, 4}, {32, 16, 3, 3}, {.ph = 1, .pw = 1}, false},
+  };
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    uint32_t seed = 80;
+    for (const Case& k : cases) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads, x " << dims_str(k.x) << " w " << dims_str(k.w));
+      Tensor x = rand_tensor(k.x, DType::Float64, seed), w = rand_tensor(k.w, DType::Float64, seed + 1);
+      Tensor b = bias_for(k, DType::Float64, seed + 2);
+      const Dims os = conv_out_shape(k.x, k.w, k.c);
+      Tensor g = rand_tensor(os, DType::Float64, seed + 3);
+      std::vector<double> dx(numel_of(k.x), 0.0), dw(numel_of(k.w), 0.0);
+      auto xv = values(x), wv = values(w), gv = values(g);
+      for_each_tap(k.x, k.w, os, k.c, [&](int64_t xi, int64_t wi, int64_t oi) {
+        dx[xi] += gv[oi] * wv[wi];
+        dw[wi] += gv[oi] * xv[xi];
+      });
+      Attrs a = k.c.attrs();
+      expect_values(call1("conv2d", {x, w, b}, a), ref_conv2d(x, w, b, k.c), 1e-11);
+      expect_values(call1("conv2d", {x.to(DType::Float32), w.to(DType::Float32), b.defined() ? b.to(DType::Float32) : b}, a),
+                    ref_conv2d(x, w, b, k.c), 1e-4);
+      Attrs ai = a;
+      ai.set("input_size", k.x);
+      expect_values(call1("conv2d_backward_input", {g, w}, ai), dx, 1e-11);
+      Attrs aw = a;
+      aw.set("weight_size", k.w);
+      expect_values(call1("conv2d_backward_weight", {g, x}, aw), dw, 1e-11);
+      seed += 4;
+    }
   }
 }
 
