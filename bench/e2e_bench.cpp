@@ -12,12 +12,10 @@
 //   GFLOP_per_cpu_s    contraction FLOP per process CPU second (steadier on a
 //                      shared machine)
 // and, for training, the memory of a step against the memory plan:
-//   peak_rss_MiB       the peak resident set while the steps run (VmHWM, reset
-//                      through /proc/self/clear_refs once the runtime is
-//                      loaded) less the resident set from just before the
-//                      runtime was created
-//   load_peak_MiB      the same for loading (the PEF's decoded values and the
-//                      device arenas are both resident then)
+//   peak_rss_MiB       growth of the process's peak resident set (VmHWM,
+//                      reset through /proc/self/clear_refs) from just before
+//                      the runtime is created to after the timed steps
+//   load_peak_MiB      the same, up to the end of the runtime's creation
 //   plan_peak_MiB      the plan's device arenas (state + one activation area)
 //   plan_lower_MiB     the plan's lower bound (persistent bytes + the largest
 //                      live set of intermediates)
@@ -159,16 +157,14 @@ void BM_Step(benchmark::State& state, const std::string& key) {
   const Workload& w = workload(key);
   malloc_trim(0);
   const int64_t rss0 = status_kib("VmRSS");
-  bool peak_tracked = reset_peak_rss() && rss0 >= 0;
+  const bool peak_tracked = reset_peak_rss() && rss0 >= 0;
   ThreadPool pool(kThreads);
   runtime::Runtime rt(w.desc, pool, nullptr);
   const runtime::RunRequest r = step_request(w);
-  benchmark::DoNotOptimize(rt.run(r));  // arenas touched, graphs built
-  // Loading holds the PEF's decoded values and the device arenas at once;
-  // after it the runtime keeps the arenas only.
+  // Loading holds the PEF's decoded values and the parameters' pages of the
+  // device arena at once; after it the runtime keeps the arenas only.
   const int64_t load_hwm = status_kib("VmHWM");
-  peak_tracked = peak_tracked && reset_peak_rss();
-  benchmark::DoNotOptimize(rt.run(r));
+  for (int i = 0; i < 10; ++i) benchmark::DoNotOptimize(rt.run(r));  // arenas touched, graphs built
   const double cpu0 = process_cpu_seconds();
   for (auto _ : state) benchmark::DoNotOptimize(rt.run(r));
   const double cpu = process_cpu_seconds() - cpu0;
