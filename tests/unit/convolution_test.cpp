@@ -144,6 +144,39 @@ TEST(Conv2d, MatchesDirectConvolution) {
   }
 }
 
+namespace {
+
+// conv2d (with the case's bias when `with_bias`) and both of its backward
+// ops against direct sums over every tap, in float64; the weight gradient
+// and the biased forward also in float32.
+void expect_direct_sums(const Case& k, uint32_t seed, bool with_bias) {
+  SCOPED_TRACE(::testing::Message() << "x " << dims_str(k.x) << " w " << dims_str(k.w));
+  Tensor x = rand_tensor(k.x, DType::Float64, seed), w = rand_tensor(k.w, DType::Float64, seed + 1);
+  const Dims os = conv_out_shape(k.x, k.w, k.c);
+  Tensor g = rand_tensor(os, DType::Float64, seed + 2);
+  Tensor b = with_bias ? bias_for(k, DType::Float64, seed + 3) : Tensor();
+  std::vector<double> dx(numel_of(k.x), 0.0), dw(numel_of(k.w), 0.0);
+  auto xv = values(x), wv = values(w), gv = values(g);
+  for_each_tap(k.x, k.w, os, k.c, [&](int64_t xi, int64_t wi, int64_t oi) {
+    dx[xi] += gv[oi] * wv[wi];
+    dw[wi] += gv[oi] * xv[xi];
+  });
+  Attrs a = k.c.attrs();
+  expect_values(call1("conv2d", {x, w, b}, a), ref_conv2d(x, w, b, k.c), 1e-11);
+  if (b.defined())
+    expect_values(call1("conv2d", {x.to(DType::Float32), w.to(DType::Float32), b.to(DType::Float32)}, a),
+                  ref_conv2d(x, w, b, k.c), 1e-4);
+  Attrs ai = a;
+  ai.set("input_size", k.x);
+  expect_values(call1("conv2d_backward_input", {g, w}, ai), dx, 1e-11);
+  Attrs aw = a;
+  aw.set("weight_size", k.w);
+  expect_values(call1("conv2d_backward_weight", {g, x}, aw), dw, 1e-11);
+  expect_values(call1("conv2d_backward_weight", {g.to(DType::Float32), x.to(DType::Float32)}, aw), dw, 1e-4);
+}
+
+}  // namespace
+
 TEST(Conv2d, BackwardOpsMatchDirectAdjoints) {
   // Sizes large enough that the kernels tile pixels, block channels and
   // split the weight gradient into partial sums.
@@ -160,29 +193,7 @@ TEST(Conv2d, BackwardOpsMatchDirectAdjoints) {
   };
   uint32_t seed = 50;
   for (const Case& k : cases) {
-    SCOPED_TRACE(::testing::Message() << "x " << dims_str(k.x) << " w " << dims_str(k.w));
-    Tensor x = rand_tensor(k.x, DType::Float64, seed),
-           w = rand_tensor(k.w, DType::Float64, seed + 1);
-    const Dims os = conv_out_shape(k.x, k.w, k.c);
-    Tensor g = rand_tensor(os, DType::Float64, seed + 2);
-    std::vector<double> dx(numel_of(k.x), 0.0), dw(numel_of(k.w), 0.0);
-    auto xv = values(x), wv = values(w), gv = values(g);
-    for_each_tap(k.x, k.w, os, k.c, [&](int64_t xi, int64_t wi, int64_t oi) {
-      dx[xi] += gv[oi] * wv[wi];
-      dw[wi] += gv[oi] * xv[xi];
-    });
-    Attrs a = k.c.attrs();
-    expect_values(call1("conv2d", {x, w}, a), ref_conv2d(x, w, Tensor(), k.c), 1e-11);
-    Attrs ai = a;
-    ai.set("input_size", k.x);
-    expect_values(call1("conv2d_backward_input", {g, w}, ai), dx, 1e-11);
-    Attrs aw = a;
-    aw.set("weight_size", k.w);
-    expect_values(call1("conv2d_backward_weight", {g, x}, aw), dw, 1e-11);
-    // The same in float32.
-    Attrs af = aw;
-    expect_values(call1("conv2d_backward_weight", {g.to(DType::Float32), x.to(DType::Float32)}, af),
-                  dw, 1e-4);
+    expect_direct_sums(k, seed, false);
     seed += 3;
   }
 }
@@ -199,29 +210,10 @@ TEST(Conv2d, ManySmallImagesGoSeveralToAProduct) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     ThreadPool::Scope scope(&pool);
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
     uint32_t seed = 80;
     for (const Case& k : cases) {
-      SCOPED_TRACE(::testing::Message() << threads << " threads, x " << dims_str(k.x) << " w " << dims_str(k.w));
-      Tensor x = rand_tensor(k.x, DType::Float64, seed), w = rand_tensor(k.w, DType::Float64, seed + 1);
-      Tensor b = bias_for(k, DType::Float64, seed + 2);
-      const Dims os = conv_out_shape(k.x, k.w, k.c);
-      Tensor g = rand_tensor(os, DType::Float64, seed + 3);
-      std::vector<double> dx(numel_of(k.x), 0.0), dw(numel_of(k.w), 0.0);
-      auto xv = values(x), wv = values(w), gv = values(g);
-      for_each_tap(k.x, k.w, os, k.c, [&](int64_t xi, int64_t wi, int64_t oi) {
-        dx[xi] += gv[oi] * wv[wi];
-        dw[wi] += gv[oi] * xv[xi];
-      });
-      Attrs a = k.c.attrs();
-      expect_values(call1("conv2d", {x, w, b}, a), ref_conv2d(x, w, b, k.c), 1e-11);
-      expect_values(call1("conv2d", {x.to(DType::Float32), w.to(DType::Float32), b.defined() ? b.to(DType::Float32) : b}, a),
-                    ref_conv2d(x, w, b, k.c), 1e-4);
-      Attrs ai = a;
-      ai.set("input_size", k.x);
-      expect_values(call1("conv2d_backward_input", {g, w}, ai), dx, 1e-11);
-      Attrs aw = a;
-      aw.set("weight_size", k.w);
-      expect_values(call1("conv2d_backward_weight", {g, x}, aw), dw, 1e-11);
+      expect_direct_sums(k, seed, k.bias);
       seed += 4;
     }
   }
