@@ -90,10 +90,11 @@ struct Workload {
   std::vector<Tensor> inputs;
 };
 
-Workload resffn(int64_t batch, int64_t hidden, bool train) {
-  ResFFNLogReg m(batch, hidden);
+// Either model (ResFFNLogReg, DigitsConvNet) compiled for training or inference.
+template <typename Model>
+Workload make_workload(const Model& m, std::string key, int64_t batch, bool train) {
   Workload w;
-  w.key = fmt::format("resffn_{}_b{}_h{}", train ? "train" : "infer", batch, hidden);
+  w.key = std::move(key);
   w.train = train;
   w.batch = batch;
   w.flops = train ? m.train_flops() : m.forward_flops();
@@ -102,16 +103,14 @@ Workload resffn(int64_t batch, int64_t hidden, bool train) {
   return w;
 }
 
+Workload resffn(int64_t batch, int64_t hidden, bool train) {
+  return make_workload(ResFFNLogReg(batch, hidden),
+                       fmt::format("resffn_{}_b{}_h{}", train ? "train" : "infer", batch, hidden), batch, train);
+}
+
 Workload convnet(int64_t batch, bool train) {
-  DigitsConvNet m(batch);
-  Workload w;
-  w.key = fmt::format("convnet_{}_b{}", train ? "train" : "infer", batch);
-  w.train = train;
-  w.batch = batch;
-  w.flops = train ? m.train_flops() : m.forward_flops();
-  w.desc = bench::compile_to_pef(m.spec(!train));
-  w.inputs = train ? std::vector<Tensor>{m.image(), m.label()} : std::vector<Tensor>{m.image()};
-  return w;
+  return make_workload(DigitsConvNet(batch), fmt::format("convnet_{}_b{}", train ? "train" : "infer", batch), batch,
+                       train);
 }
 
 // Compiled once per process: Google Benchmark calls a benchmark several
