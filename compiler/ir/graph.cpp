@@ -97,8 +97,8 @@ std::vector<std::vector<NodeId>> Graph::consumers() const {
 }
 
 void Graph::erase_nodes(const std::vector<bool>& erased) {
-  SAMBA_CHECK(erased.size() == nodes.size(), Status::Internal, "graph '{}': {} erase marks for {} nodes", name,
-              erased.size(), nodes.size());
+  SAMBA_CHECK(erased.size() == nodes.size(), Status::Internal,
+              "graph '{}': {} erase marks for {} nodes", name, erased.size(), nodes.size());
   std::vector<bool> used(values.size(), false);
   auto use = [&](ValueId v) {
     if (v != kNone) used[v] = true;
@@ -127,7 +127,8 @@ void Graph::erase_nodes(const std::vector<bool>& erased) {
     if (used[v.id]) {
       new_value[v.id] = static_cast<ValueId>(kept_values.size());
       if (v.producer != kNone && new_node[v.producer] == kNone)
-        fail(Status::Internal, "graph '{}': value '{}' is still used but its producer was erased", name, v.name);
+        fail(Status::Internal, "graph '{}': value '{}' is still used but its producer was erased",
+             name, v.name);
       kept_values.push_back(std::move(v));
     }
   auto renumber = [&](ValueId& v) {
@@ -168,10 +169,13 @@ void Graph::verify() const {
     if (v.strides.size() != v.shape.size())
       fail(Status::Internal, "graph '{}': value '{}' has {} strides for rank {}", name, v.name, v.strides.size(), v.shape.size());
     if (v.producer != kNone && (v.producer < 0 || static_cast<size_t>(v.producer) >= nodes.size()))
-      fail(Status::Internal, "graph '{}': value '{}' records producer {} which does not exist", name, v.name, v.producer);
+      fail(Status::Internal, "graph '{}': value '{}' records producer {} which does not exist",
+           name, v.name, v.producer);
   }
   for (const Node& n : nodes) {
-    if (n.id != static_cast<NodeId>(&n - nodes.data())) fail(Status::Internal, "graph '{}': node '{}' has id {} at position {}", name, n.name, n.id, &n - nodes.data());
+    if (n.id != static_cast<NodeId>(&n - nodes.data()))
+      fail(Status::Internal, "graph '{}': node '{}' has id {} at position {}", name, n.name, n.id,
+           &n - nodes.data());
     if (!n.op) fail(Status::Internal, "graph '{}': node {} has no op", name, n.id);
     for (ValueId in : n.inputs) {
       if (in == kNone) continue;

@@ -50,7 +50,8 @@ class Lowering {
     record_passes();
 
     std::vector<PlanInput> plan_in;
-    for (const CompiledGraph& cg : graphs_) plan_in.push_back({&cg.graph, &cg.kernels, &cg.sections});
+    for (const CompiledGraph& cg : graphs_)
+      plan_in.push_back({&cg.graph, &cg.kernels, &cg.sections});
     plan_ = plan_memory(plan_in, opts_.io_host_memory);
     for (int m = 0; m < pef::kNumMemTypes; ++m) {
       p_.memory.arena_bytes[m] = plan_.arena_bytes[m];
@@ -82,7 +83,8 @@ class Lowering {
   void record_passes() {
     for (const auto& [key, value] : p_.metadata)
       if (key == kPassesKey) return;
-    p_.metadata.emplace_back(kPassesKey, fmt::format("{}", fmt::join(pass_names(opts_.opt_level), ", ")));
+    p_.metadata.emplace_back(kPassesKey,
+                             fmt::format("{}", fmt::join(pass_names(opts_.opt_level), ", ")));
   }
 
   // Every value of a compiled graph is used (the passes erase the rest), so

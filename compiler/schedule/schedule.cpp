@@ -1,8 +1,7 @@
 #include "compiler/schedule/schedule.h"
 
-#include <algorithm>
-
 namespace samba::compiler {
+namespace {
 
 pef::SectionType section_type_of(Phase p) {
   switch (p) {
@@ -14,6 +13,8 @@ pef::SectionType section_type_of(Phase p) {
   }
   return pef::SectionType::FWD;
 }
+
+}  // namespace
 
 std::vector<Kernel> form_kernels(const Graph& g, bool fuse_elementwise) {
   std::vector<Kernel> kernels;

@@ -27,6 +27,4 @@ struct SectionPlan {
 // inference graph has only FWD).
 std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels);
 
-pef::SectionType section_type_of(Phase p);
-
 }  // namespace samba::compiler
