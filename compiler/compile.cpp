@@ -1,7 +1,7 @@
 #include "compiler/compile.h"
 
 #include "compiler/lower/lower_program.h"
-#include "compiler/passes/passes.h"
+#include "compiler/passes/pipeline.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 
@@ -80,8 +80,7 @@ CompiledGraph trace_forward(const GraphSpec& spec) {
 pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const CompileOptions& opts,
                                  std::vector<CompiledGraph>* compiled) {
   SAMBA_CHECK(!specs.empty(), Status::InvalidArgument, "compile: no graph to compile");
-  SAMBA_CHECK(opts.opt_level == 0 || opts.opt_level == 1, Status::InvalidArgument,
-              "compile: optimization level {} is not supported; expected 0 (o0) or 1 (o1)", opts.opt_level);
+  const OptLevel& level = opt_level(opts.opt_level);
   std::vector<CompiledGraph> graphs;
   graphs.reserve(specs.size());
   for (const GraphSpec& spec : specs) {
@@ -117,14 +116,8 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
       for (size_t i = 0; i < spec.optimizers.size(); ++i)
         emit_optimizer(g, tracer, spec.optimizers[i], static_cast<int>(i));
     }
-    if (opts.opt_level >= 1) {
-      fold_constants(g);
-      eliminate_common_subexpressions(g);
-      fuse_gemm_epilogues(g);
-    }
-    eliminate_dead_code(g);
-    g.verify();
-    cg.kernels = form_kernels(g, opts.opt_level);
+    g = run_passes(std::move(g), level.passes);
+    cg.kernels = form_kernels(g, level.fuse_elementwise);
     cg.sections = cut_sections(cg.kernels);
     log::debug("compile: graph '{}': {} nodes, {} kernels, {} sections", g.name, g.nodes.size(),
                cg.kernels.size(), cg.sections.size());

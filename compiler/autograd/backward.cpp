@@ -14,7 +14,7 @@ std::vector<bool> requires_grad_values(const Graph& g) {
   for (const Value& v : g.values)
     if (v.kind == ValueKind::Parameter && v.requires_grad) req[v.id] = true;
   for (const Node& n : g.nodes) {
-    if (n.dead || n.phase != Phase::Forward || !n.op->grad) continue;
+    if (n.phase != Phase::Forward || !n.op->grad) continue;
     bool any = false;
     for (ValueId in : n.inputs) any |= in != kNone && req[in];
     if (!any) continue;
@@ -101,7 +101,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   // so the backward graph stores each gradient as soon as it exists.
   std::vector<int32_t> uses(g.values.size(), 0);
   for (size_t idx = 0; idx < n_forward; ++idx)
-    if (!g.nodes[idx].dead && g.nodes[idx].phase == Phase::Forward)
+    if (g.nodes[idx].phase == Phase::Forward)
       for (ValueId in : g.nodes[idx].inputs)
         if (in != kNone && g.value(in).kind == ValueKind::Parameter) ++uses[in];
   std::vector<bool> finalized(g.values.size(), false);
@@ -185,7 +185,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   };
   for (size_t idx = n_forward; idx-- > 0;) {
     const Node node = g.nodes[idx];  // a copy: the tracer appends to g.nodes
-    if (node.dead || node.phase != Phase::Forward) continue;
+    if (node.phase != Phase::Forward) continue;
     differentiate(node);
     done_with(node);
   }
