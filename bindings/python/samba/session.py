@@ -119,7 +119,17 @@ class SambaSession:
                 init_output_grads=True, mapping="section", grad_accumulation=False, metadata=None,
                 **_deprecated):
         """Traces `model(*inputs)` with its optimizers and writes the PEF
-        (pef_path, or '<name>.pef'); returns the path."""
+        (pef_path, or '<name>.pef'); returns the path.
+
+        Which outputs are losses (the compiler decides, for every binding):
+        with `loss_indices`, exactly those outputs are differentiated, each
+        from a gradient of ones. Without it every output is differentiated:
+        scalar outputs from ones and, when there is one, the non-scalar
+        outputs (a model returning `loss, logits`) from zeros, so they do not
+        count as losses (give them values with trace_graph's custom_grads or
+        run's grad_of_outputs). When no output is a scalar, every output is a
+        loss (as if its sum were) and the compiler warns about each one;
+        pass loss_indices if that is not meant."""
         name = name or getattr(type(model), "__name__", "model") or "model"
         tensors, keys = _inputs(inputs)
         co = self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
@@ -174,7 +184,12 @@ class SambaSession:
     def trace_graph(self, model, inputs, optimizers=None, pef_path="", init_output_grads=True,
                     transfer_device=True, unspecified_grads=(), custom_grads=None, data_parallel_mode="normal"):
         """utils.trace_graph: loads the PEF after checking `model` against it;
-        returns the traced outputs (also set as model.output_tensors)."""
+        returns the traced outputs (also set as model.output_tensors).
+
+        With init_output_grads, each output's gradient starts from the value
+        compiled into the PEF (see compile: ones for a loss, zeros for an
+        output that is not one), except the outputs named in
+        unspecified_grads (zeros) and in custom_grads (the given values)."""
         if not pef_path:
             raise ValueError("trace_graph: pef is required (the path compile wrote)")
         tensors, keys = _inputs(inputs)
@@ -198,30 +213,9 @@ class SambaSession:
         finally:
             lib.samba_trace_options_release(to)
         self.output_tensors = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
-        if init_output_grads and transfer_device and not unspecified_grads and not custom_grads:
-            self._zero_non_loss_grads(self.output_tensors)
         if model is not None:
             _set_output_tensors(model, self.output_tensors)
         return self.output_tensors
-
-    def _zero_non_loss_grads(self, outputs):
-        """A model returning (loss, logits) compiled without loss_indices has
-        gradients for both; as in SambaFlow apps, only the scalar outputs are
-        losses: the others' gradients start at zero (set them with sn_grad or
-        run's grad_of_outputs)."""
-        scalars = [o for o in outputs if o.dim() == 0]
-        others = [o.sn_name for o in outputs if o.dim() > 0]
-        if not scalars or not others or "BCKWD" not in self.get_section_types():
-            return
-        with_grads = []
-        for name in others:
-            try:
-                self.get_tensors_by_name([name + ".grad"])
-                with_grads.append(name)
-            except SambaError:
-                pass  # not differentiated: nothing to zero
-        if with_grads:
-            self.init_output_grads(with_grads)
 
     def use_static_functional(self):
         """True while tracing: ops record a graph instead of computing."""
