@@ -77,7 +77,7 @@ def _values(x):
 def assert_close(actual, expected, rtol=1e-5, atol=1e-8, msg=""):
     """Raises AssertionError when |actual - expected| > atol + rtol * |expected| anywhere."""
     try:
-        import numpy as np
+        import numpy as np  # optional: only array conversions need it, so it is imported on first use
     except ImportError:
         a, e = _flat(actual), _flat(expected)
         bad = [i for i, (x, y) in enumerate(zip(a, e)) if abs(x - y) > atol + rtol * abs(y)]
