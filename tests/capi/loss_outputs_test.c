@@ -54,19 +54,6 @@ static void count_warnings(void* user, int32_t level, const char* message) {
   strncpy(warned, message, sizeof warned - 1);
 }
 
-static samba_tensor* named_param(const char* name, const int64_t* shape, size_t ndim) {
-  samba_tensor* t = NULL;
-  int64_t n = 0, i;
-  float* v;
-  CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, shape, ndim, &t));
-  CHECK_OK(samba_tensor_numel(t, &n));
-  CHECK_OK(samba_tensor_data(t, (void**)&v));
-  for (i = 0; i < n; ++i) v[i] = (float)(0.3 * sin(1.3 * (double)i + (double)ndim));
-  CHECK_OK(samba_tensor_set_name(t, name));
-  CHECK_OK(samba_tensor_set_requires_grad(t, 1));
-  return t;
-}
-
 /* One training step (no optimizer) of `net`; writes the gradients of w (12
  * values) then b (3) to grads, and, when the model returns the logits as
  * output 1, the gradient that output started from to logits_grad (18). */

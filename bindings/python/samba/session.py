@@ -8,7 +8,6 @@ import sys
 import threading
 import traceback
 
-from . import dtypes
 from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
 from .tensor import SambaTensor, as_tensor, to_handles
 
