@@ -1,0 +1,258 @@
+// The registry sweep's recipes and exclusions: one line per registered op.
+// Shapes are small so the whole sweep (finite differences for every input
+// element, and a compile per op) stays within seconds.
+#include "registry_sweep_recipes.h"
+
+#include "engine/ops/autograd.h"
+#include "op_test_util.h"
+
+namespace samba::testing {
+
+InputGen uniform(Dims shape, double lo, double hi) {
+  return {InputGen::Kind::Uniform, std::move(shape), lo, hi, {}, DType::Float64};
+}
+InputGen index(Dims shape, int64_t bound) {
+  return {InputGen::Kind::Index, std::move(shape), 0, static_cast<double>(bound), {}, DType::Int64};
+}
+InputGen mask(Dims shape) { return {InputGen::Kind::Mask, std::move(shape), 0, 2, {}, DType::Bool}; }
+InputGen given(std::vector<double> values, Dims shape, DType dtype) {
+  return {InputGen::Kind::Given, std::move(shape), 0, 0, std::move(values), dtype};
+}
+InputGen absent() { return {InputGen::Kind::Absent, {}, 0, 0, {}, DType::Float64}; }
+
+std::vector<Tensor> recipe_inputs(const OpDef& op, const Recipe& r) {
+  if (r.make_inputs) return r.make_inputs();
+  std::vector<InputGen> gens = r.inputs;
+  if (gens.empty())
+    for (const InputSpec& in : op.inputs) gens.push_back(in.optional ? absent() : uniform({2, 3}));
+  std::vector<Tensor> out;
+  uint32_t seed = 1;
+  for (const InputGen& g : gens) {
+    ++seed;
+    switch (g.kind) {
+      case InputGen::Kind::Uniform:
+        out.push_back(rand_tensor(g.shape, g.dtype, seed, g.lo, g.hi));
+        break;
+      case InputGen::Kind::Index:
+      case InputGen::Kind::Mask: {
+        std::vector<double> v = values(rand_tensor(g.shape, DType::Float64, seed, 0, g.hi));
+        for (double& x : v) x = std::floor(x);
+        out.push_back(make(v, g.shape, g.dtype));
+        break;
+      }
+      case InputGen::Kind::Given:
+        out.push_back(make(g.given, g.shape, g.dtype));
+        break;
+      case InputGen::Kind::Absent:
+        out.emplace_back();
+        break;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+Tensor eager1(std::string_view op, std::initializer_list<Tensor> in, const Attrs& attrs = {}) {
+  autograd::NoGradGuard ng;
+  return call1(op, in, attrs);
+}
+
+// A backward op of a reduction, fed the forward op's own result.
+Recipe reduction_backward(std::string forward, Dims grad_shape, Attrs attrs) {
+  Recipe r;
+  r.attrs = attrs;
+  r.make_inputs = [forward, grad_shape, attrs] {
+    Tensor x = rand_tensor({2, 3}, DType::Float64, 2);
+    Attrs fwd;
+    for (const auto& [name, value] : attrs.items())
+      if (name != "std") fwd.set(name, value);
+    return std::vector<Tensor>{rand_tensor(grad_shape, DType::Float64, 3), x, eager1(forward, {x}, fwd)};
+  };
+  // `result` is a function of `x`; perturbing either alone leaves the pair
+  // inconsistent, so only the incoming gradient is differentiated.
+  r.no_grad = {1, 2};
+  return r;
+}
+
+Recipe with(std::vector<InputGen> inputs, Attrs attrs = {}) {
+  Recipe r;
+  r.inputs = std::move(inputs);
+  r.attrs = std::move(attrs);
+  return r;
+}
+
+const Attrs kPool = {{"kernel_size", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
+const Attrs kConv = {{"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"groups", int64_t{2}}};
+const Attrs kSlice = {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"end", int64_t{5}}, {"step", int64_t{2}}};
+
+Attrs merged(Attrs a, const Attrs& b) {
+  for (const auto& [name, value] : b.items()) a.set(name, value);
+  return a;
+}
+
+std::map<std::string, Recipe> build_recipes() {
+  const Recipe defaults;
+  const Recipe positive = with({uniform({2, 3}, 0.5, 2)});
+  const Recipe binary_int = with({index({2, 3}, 16), index({2, 3}, 16)});
+  const Recipe compare = with({index({2, 3}, 3), index({2, 3}, 3)});
+  const Recipe logical = with({mask({2, 3}), mask({2, 3})});
+  std::map<std::string, Recipe> r;
+  // Elementwise.
+  for (const char* op : {"abs", "cos", "sin", "exp", "erf", "neg", "tanh", "sigmoid", "silu", "relu", "gelu"})
+    r[op] = defaults;
+  for (const char* op : {"log", "sqrt", "rsqrt", "reciprocal"}) r[op] = positive;
+  for (const char* op : {"gelu_backward", "leaky_relu_backward", "relu_backward", "sigmoid_backward",
+                         "silu_backward", "tanh_backward", "maximum", "minimum", "mul"})
+    r[op] = defaults;
+  r["add"] = with({uniform({2, 3}), uniform({3})}, {{"alpha", 0.5}});
+  r["sub"] = with({uniform({2, 1}), uniform({2, 3})}, {{"alpha", 2.0}});
+  r["div"] = with({uniform({2, 3}), uniform({3}, 0.5, 2)});
+  r["pow"] = with({uniform({2, 3}, 0.5, 2), uniform({2, 3})});
+  r["leaky_relu"] = with({uniform({2, 3})}, {{"negative_slope", 0.2}});
+  r["clamp"] = with({uniform({2, 3})}, {{"min", -0.5}, {"max", 0.5}});
+  r["cast"] = with({uniform({2, 3})}, {{"dtype", DType::Float32}});
+  // Float32 rounding (6e-8 relative) over a 2e-3 step.
+  r["cast"].grad_eps = 1e-3, r["cast"].grad_tol = 1e-3;
+  for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"}) r[op] = binary_int;
+  r["bitwise_not"] = with({index({2, 3}, 16)});
+  for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"}) r[op] = compare;
+  for (const char* op : {"logical_and", "logical_or", "logical_xor"}) r[op] = logical;
+  r["logical_not"] = with({mask({2, 3})});
+  r["where"] = with({mask({2, 3}), uniform({2, 3}), uniform({3})});
+  r["masked_fill"] = with({uniform({2, 3}), mask({3})}, {{"value", 2.5}});
+  // A compiled program's first step draws with offset 1 (the runtime sets the
+  // offset to the step count), so eager calls use that offset too.
+  r["dropout"] = with({uniform({2, 3})}, {{"p", 0.5}, {"seed", int64_t{3}}, {"offset", int64_t{1}}});
+  // Contraction.
+  r["matmul"] = with({uniform({2, 2, 3}), uniform({3, 4})});
+  r["matmul_nt"] = with({uniform({2, 3}), uniform({4, 3})});
+  r["matmul_tn"] = with({uniform({3, 2}), uniform({3, 4})});
+  r["bmm"] = with({uniform({2, 2, 3}), uniform({2, 3, 4})});
+  r["linear"] = with({uniform({2, 3}), uniform({4, 3}), uniform({4})});
+  r["addmm"] = with({uniform({4}), uniform({2, 3}), uniform({3, 4})}, {{"beta", 0.5}, {"alpha", 2.0}});
+  r["conv2d"] = with({uniform({1, 2, 5, 5}), uniform({4, 1, 3, 3}), uniform({4})}, kConv);
+  r["conv2d_backward_input"] = with({uniform({1, 4, 3, 3}), uniform({4, 1, 3, 3})},
+                                    merged(kConv, {{"input_size", Ints{1, 2, 5, 5}}}));
+  r["conv2d_backward_weight"] = with({uniform({1, 4, 3, 3}), uniform({1, 2, 5, 5})},
+                                     merged(kConv, {{"weight_size", Ints{4, 1, 3, 3}}}));
+  r["conv_transpose2d"] =
+      with({uniform({1, 2, 3, 3}), uniform({2, 2, 3, 3}), uniform({4})},
+           merged(kConv, {{"output_padding", Ints{1, 1}}}));
+  // Reductions.
+  for (const char* op : {"argmax", "argmin"}) r[op] = with({uniform({2, 3})}, {{"dim", int64_t{1}}});
+  for (const char* op : {"max", "min", "std", "var", "logsumexp"})
+    r[op] = with({uniform({2, 3})}, {{"dim", Ints{1}}});
+  r["sum"] = with({uniform({2, 3})}, {{"dim", Ints{1}}, {"keepdim", true}});
+  r["mean"] = with({uniform({2, 3})}, {{"dim", Ints{0}}});
+  r["cumsum"] = with({uniform({2, 3})}, {{"dim", int64_t{1}}, {"reverse", true}});
+  r["extremum_backward"] = reduction_backward("max", {2}, {{"dim", Ints{1}}});
+  r["logsumexp_backward"] = reduction_backward("logsumexp", {2}, {{"dim", Ints{1}}});
+  r["var_backward"] = reduction_backward("std", {2}, {{"dim", Ints{1}}, {"std", true}});
+  for (const char* op : {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}) r[op] = defaults;
+  // Normalization.
+  r["batch_norm"] = with({uniform({4, 3}), uniform({3}), uniform({3}), absent(), absent()});
+  r["batch_norm_backward"] = with({uniform({4, 3}), uniform({4, 3}), uniform({3}), absent(), absent()});
+  r["layer_norm"] = with({uniform({2, 3, 4}), uniform({4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
+  r["layer_norm_backward"] =
+      with({uniform({2, 3, 4}), uniform({2, 3, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
+  r["rms_norm"] = with({uniform({2, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
+  r["rms_norm_backward"] =
+      with({uniform({2, 4}), uniform({2, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}, {"eps", 1e-5}});
+  r["group_norm"] = with({uniform({2, 4, 3}), uniform({4}), uniform({4})}, {{"num_groups", int64_t{2}}});
+  r["group_norm_backward"] =
+      with({uniform({2, 4, 3}), uniform({2, 4, 3}), uniform({4})}, {{"num_groups", int64_t{2}}});
+  // Losses.
+  r["mse_loss"] = defaults;
+  r["l1_loss"] = defaults;
+  r["l1_loss_backward"] = with({uniform({}), uniform({2, 3}), uniform({2, 3})});
+  r["binary_cross_entropy_with_logits"] =
+      with({uniform({2, 3}), uniform({2, 3}, 0, 1), uniform({3}, 0.5, 2), uniform({3}, 0.5, 2)});
+  r["binary_cross_entropy_with_logits_backward"] = with(
+      {uniform({}), uniform({2, 3}), uniform({2, 3}, 0, 1), uniform({3}, 0.5, 2), uniform({3}, 0.5, 2)});
+  r["cross_entropy"] =
+      with({uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)}, {{"label_smoothing", 0.1}});
+  r["cross_entropy_backward"] =
+      with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)}, {{"label_smoothing", 0.1}});
+  r["nll_loss"] = with({uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)});
+  // The class weights get no gradient (as in PyTorch, which refuses to
+  // differentiate them).
+  r["cross_entropy"].no_grad = r["nll_loss"].no_grad = {2};
+  r["nll_loss_backward"] = with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)});
+  // Pooling.
+  r["max_pool2d"] = with({uniform({1, 2, 5, 5})}, kPool);
+  r["max_pool2d_backward"] = with({uniform({1, 2, 3, 3}), uniform({1, 2, 5, 5})}, kPool);
+  const Attrs avg = merged(kPool, {{"ceil_mode", true}, {"count_include_pad", false}});
+  r["avg_pool2d"] = with({uniform({1, 2, 5, 5})}, avg);
+  r["avg_pool2d_backward"] = with({uniform({1, 2, 3, 3})}, merged(avg, {{"input_size", Ints{1, 2, 5, 5}}}));
+  r["adaptive_avg_pool2d"] = with({uniform({1, 2, 5, 5})}, {{"output_size", Ints{3, 3}}});
+  r["adaptive_avg_pool2d_backward"] = with({uniform({1, 2, 3, 3})}, {{"input_size", Ints{1, 2, 5, 5}}});
+  // Indexing and embedding.
+  // padding_idx only zeroes the gradient (the forward still reads the row),
+  // so it would contradict finite differences by design.
+  r["embedding"] = with({uniform({5, 3}), index({2, 3}, 5)});
+  r["embedding_backward"] = with({uniform({2, 3, 3}), index({2, 3}, 5)}, {{"num_weights", int64_t{5}}});
+  r["gather"] = with({uniform({3, 4}), index({3, 2}, 4)}, {{"dim", int64_t{1}}});
+  r["index_select"] = with({uniform({4, 3}), given({3, 0, 3}, {3})}, {{"dim", int64_t{0}}});
+  r["index_put"] = with({uniform({4, 3}), given({2, 0}, {2}), uniform({2, 3})}, {{"accumulate", true}});
+  r["scatter_add"] = with({uniform({3, 4}), index({2, 4}, 3), uniform({2, 4})}, {{"dim", int64_t{0}}});
+  r["slice"] = with({uniform({5, 3})}, kSlice);
+  r["slice_backward"] = with({uniform({2, 3})}, merged(kSlice, {{"shape", Ints{5, 3}}}));
+  r["narrow"] = with({uniform({4, 3})}, {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"length", int64_t{2}}});
+  r["select"] = with({uniform({3, 4})}, {{"dim", int64_t{1}}, {"index", int64_t{2}}});
+  r["select_backward"] =
+      with({uniform({3})}, {{"shape", Ints{3, 4}}, {"dim", int64_t{1}}, {"index", int64_t{2}}});
+  // Shapes.
+  r["reshape"] = with({uniform({2, 3})}, {{"shape", Ints{3, 2}}});
+  r["expand"] = with({uniform({3, 1})}, {{"shape", Ints{2, 3, 4}}});
+  r["permute"] = with({uniform({2, 3, 4})}, {{"dims", Ints{2, 0, 1}}});
+  r["transpose"] = with({uniform({2, 3, 4})}, {{"dim0", int64_t{0}}, {"dim1", int64_t{2}}});
+  r["t"] = defaults;
+  r["squeeze"] = with({uniform({2, 1, 3})}, {{"dim", Ints{1}}});
+  r["unsqueeze"] = with({uniform({2, 3})}, {{"dim", int64_t{1}}});
+  r["flatten"] = with({uniform({2, 3, 2})}, {{"start_dim", int64_t{1}}});
+  r["cat"] = with({uniform({2, 3}), uniform({1, 3})});
+  r["stack"] = with({uniform({2, 3}), uniform({2, 3})}, {{"dim", int64_t{1}}});
+  r["split"] = with({uniform({5, 3})}, {{"split_size", int64_t{2}}});
+  r["chunk"] = with({uniform({2, 4})}, {{"chunks", int64_t{2}}, {"dim", int64_t{1}}});
+  r["repeat"] = with({uniform({2, 3})}, {{"repeats", Ints{2, 1, 2}}});
+  r["pad"] = with({uniform({2, 4})}, {{"pad", Ints{1, 2}}, {"mode", std::string("reflect")}});
+  r["pad_backward"] =
+      with({uniform({2, 7})}, {{"shape", Ints{2, 4}}, {"pad", Ints{1, 2}}, {"mode", std::string("reflect")}});
+  // Creation.
+  for (const char* op : {"zeros", "ones"}) r[op] = with({}, {{"shape", Ints{2, 3}}});
+  r["full"] = with({}, {{"shape", Ints{2, 3}}, {"value", 1.5}});
+  r["arange"] = with({}, {{"start", 1.0}, {"end", 4.0}, {"step", 0.5}});
+  r["eye"] = with({}, {{"n", int64_t{3}}, {"m", int64_t{4}}});
+  for (const char* op : {"rand", "randn"}) r[op] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}});
+  r["normal"] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}, {"mean", 1.0}, {"std", 2.0}});
+  r["randint"] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}, {"high", int64_t{10}}});
+  return r;
+}
+
+}  // namespace
+
+const std::map<std::string, Recipe>& sweep_recipes() {
+  static const std::map<std::string, Recipe> recipes = build_recipes();
+  return recipes;
+}
+
+const std::map<std::string, std::string>& sweep_exclusions() {
+  static const std::map<std::string, std::string> excluded = {
+      {"empty", "its values are whatever the memory held: nothing to compare"},
+      {"sgd_update", "an optimizer update: it has no outputs and is only emitted by the compiler's optimizer "
+                     "path, which optimizer tests check against reference updates"},
+      {"adamw_update", "an optimizer update: it has no outputs and is only emitted by the compiler's "
+                       "optimizer path, which optimizer tests check against reference updates"},
+      {"clip_grad_norm", "updates the gradients of an optimizer group in place; only the optimizer path "
+                         "emits it"},
+      {"zero_", "an in-place update with no outputs: a one-op model has nothing to return"},
+      {"add_", "an in-place update with no outputs: a one-op model has nothing to return"},
+      {"copy_", "an in-place update with no outputs: a one-op model has nothing to return"},
+  };
+  return excluded;
+}
+
+}  // namespace samba::testing
