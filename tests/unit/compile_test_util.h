@@ -19,6 +19,8 @@ inline Tensor named(Tensor t, const std::string& name, bool requires_grad = fals
 }
 
 // The program as a runtime loads it: written to PEF bytes and parsed back.
-inline pef::ProgramDesc round_trip(const pef::ProgramDesc& p) { return pef::parse_pef(pef::serialize_pef(p)); }
+inline pef::ProgramDesc round_trip(const pef::ProgramDesc& p) {
+  return pef::parse_pef(pef::serialize_pef(p));
+}
 
 }  // namespace samba::testing

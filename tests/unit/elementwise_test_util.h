@@ -1,11 +1,12 @@
 // Helpers for the elementwise op tests: naive broadcasting references,
-// per-dtype tolerances, and error expectations.
+// and per-dtype tolerances.
 #pragma once
 
 #include <functional>
 #include <string>
 
 #include "engine/ops/op_util.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 namespace samba::testing {
@@ -83,17 +84,6 @@ inline std::vector<double> reference1(const Tensor& a, const std::function<doubl
   auto x = values(a);
   for (auto& v : x) v = f(v);
   return x;
-}
-
-// Runs fn, expecting a samba::Error with `code` whose message contains `part`.
-inline void expect_error(const std::function<void()>& fn, Status code, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 // The gradient of sum(op(inputs) * w) for the given weights w, per input.

@@ -14,7 +14,9 @@ InputGen uniform(Dims shape, double lo, double hi) {
 InputGen index(Dims shape, int64_t bound) {
   return {InputGen::Kind::Index, std::move(shape), 0, static_cast<double>(bound), {}, DType::Int64};
 }
-InputGen mask(Dims shape) { return {InputGen::Kind::Mask, std::move(shape), 0, 2, {}, DType::Bool}; }
+InputGen mask(Dims shape) {
+  return {InputGen::Kind::Mask, std::move(shape), 0, 2, {}, DType::Bool};
+}
 InputGen given(std::vector<double> values, Dims shape, DType dtype) {
   return {InputGen::Kind::Given, std::move(shape), 0, 0, std::move(values), dtype};
 }
@@ -69,7 +71,8 @@ Recipe reduction_backward(std::string forward, Dims grad_shape, Attrs attrs) {
     Attrs fwd;
     for (const auto& [name, value] : attrs.items())
       if (name != "std") fwd.set(name, value);
-    return std::vector<Tensor>{rand_tensor(grad_shape, DType::Float64, 3), x, eager1(forward, {x}, fwd)};
+    return std::vector<Tensor>{rand_tensor(grad_shape, DType::Float64, 3), x,
+                               eager1(forward, {x}, fwd)};
   };
   // `result` is a function of `x`; perturbing either alone leaves the pair
   // inconsistent, so only the incoming gradient is differentiated.
@@ -86,7 +89,8 @@ Recipe with(std::vector<InputGen> inputs, Attrs attrs = {}) {
 
 const Attrs kPool = {{"kernel_size", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}};
 const Attrs kConv = {{"stride", Ints{2, 2}}, {"padding", Ints{1, 1}}, {"groups", int64_t{2}}};
-const Attrs kSlice = {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"end", int64_t{5}}, {"step", int64_t{2}}};
+const Attrs kSlice = {
+    {"dim", int64_t{0}}, {"start", int64_t{1}}, {"end", int64_t{5}}, {"step", int64_t{2}}};
 
 Attrs merged(Attrs a, const Attrs& b) {
   for (const auto& [name, value] : b.items()) a.set(name, value);
@@ -101,11 +105,13 @@ std::map<std::string, Recipe> build_recipes() {
   const Recipe logical = with({mask({2, 3}), mask({2, 3})});
   std::map<std::string, Recipe> r;
   // Elementwise.
-  for (const char* op : {"abs", "cos", "sin", "exp", "erf", "neg", "tanh", "sigmoid", "silu", "relu", "gelu"})
+  for (const char* op :
+       {"abs", "cos", "sin", "exp", "erf", "neg", "tanh", "sigmoid", "silu", "relu", "gelu"})
     r[op] = defaults;
   for (const char* op : {"log", "sqrt", "rsqrt", "reciprocal"}) r[op] = positive;
-  for (const char* op : {"gelu_backward", "leaky_relu_backward", "relu_backward", "sigmoid_backward",
-                         "silu_backward", "tanh_backward", "maximum", "minimum", "mul"})
+  for (const char* op :
+       {"gelu_backward", "leaky_relu_backward", "relu_backward", "sigmoid_backward",
+        "silu_backward", "tanh_backward", "maximum", "minimum", "mul"})
     r[op] = defaults;
   r["add"] = with({uniform({2, 3}), uniform({3})}, {{"alpha", 0.5}});
   r["sub"] = with({uniform({2, 1}), uniform({2, 3})}, {{"alpha", 2.0}});
@@ -125,24 +131,26 @@ std::map<std::string, Recipe> build_recipes() {
   r["masked_fill"] = with({uniform({2, 3}), mask({3})}, {{"value", 2.5}});
   // A compiled program's first step draws with offset 1 (the runtime sets the
   // offset to the step count), so eager calls use that offset too.
-  r["dropout"] = with({uniform({2, 3})}, {{"p", 0.5}, {"seed", int64_t{3}}, {"offset", int64_t{1}}});
+  r["dropout"] =
+      with({uniform({2, 3})}, {{"p", 0.5}, {"seed", int64_t{3}}, {"offset", int64_t{1}}});
   // Contraction.
   r["matmul"] = with({uniform({2, 2, 3}), uniform({3, 4})});
   r["matmul_nt"] = with({uniform({2, 3}), uniform({4, 3})});
   r["matmul_tn"] = with({uniform({3, 2}), uniform({3, 4})});
   r["bmm"] = with({uniform({2, 2, 3}), uniform({2, 3, 4})});
   r["linear"] = with({uniform({2, 3}), uniform({4, 3}), uniform({4})});
-  r["addmm"] = with({uniform({4}), uniform({2, 3}), uniform({3, 4})}, {{"beta", 0.5}, {"alpha", 2.0}});
+  r["addmm"] =
+      with({uniform({4}), uniform({2, 3}), uniform({3, 4})}, {{"beta", 0.5}, {"alpha", 2.0}});
   r["conv2d"] = with({uniform({1, 2, 5, 5}), uniform({4, 1, 3, 3}), uniform({4})}, kConv);
   r["conv2d_backward_input"] = with({uniform({1, 4, 3, 3}), uniform({4, 1, 3, 3})},
                                     merged(kConv, {{"input_size", Ints{1, 2, 5, 5}}}));
   r["conv2d_backward_weight"] = with({uniform({1, 4, 3, 3}), uniform({1, 2, 5, 5})},
                                      merged(kConv, {{"weight_size", Ints{4, 1, 3, 3}}}));
-  r["conv_transpose2d"] =
-      with({uniform({1, 2, 3, 3}), uniform({2, 2, 3, 3}), uniform({4})},
-           merged(kConv, {{"output_padding", Ints{1, 1}}}));
+  r["conv_transpose2d"] = with({uniform({1, 2, 3, 3}), uniform({2, 2, 3, 3}), uniform({4})},
+                               merged(kConv, {{"output_padding", Ints{1, 1}}}));
   // Reductions.
-  for (const char* op : {"argmax", "argmin"}) r[op] = with({uniform({2, 3})}, {{"dim", int64_t{1}}});
+  for (const char* op : {"argmax", "argmin"})
+    r[op] = with({uniform({2, 3})}, {{"dim", int64_t{1}}});
   for (const char* op : {"max", "min", "std", "var", "logsumexp"})
     r[op] = with({uniform({2, 3})}, {{"dim", Ints{1}}});
   r["sum"] = with({uniform({2, 3})}, {{"dim", Ints{1}}, {"keepdim", true}});
@@ -151,17 +159,21 @@ std::map<std::string, Recipe> build_recipes() {
   r["extremum_backward"] = reduction_backward("max", {2}, {{"dim", Ints{1}}});
   r["logsumexp_backward"] = reduction_backward("logsumexp", {2}, {{"dim", Ints{1}}});
   r["var_backward"] = reduction_backward("std", {2}, {{"dim", Ints{1}}, {"std", true}});
-  for (const char* op : {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"}) r[op] = defaults;
+  for (const char* op : {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"})
+    r[op] = defaults;
   // Normalization.
   r["batch_norm"] = with({uniform({4, 3}), uniform({3}), uniform({3}), absent(), absent()});
-  r["batch_norm_backward"] = with({uniform({4, 3}), uniform({4, 3}), uniform({3}), absent(), absent()});
-  r["layer_norm"] = with({uniform({2, 3, 4}), uniform({4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
+  r["batch_norm_backward"] =
+      with({uniform({4, 3}), uniform({4, 3}), uniform({3}), absent(), absent()});
+  r["layer_norm"] =
+      with({uniform({2, 3, 4}), uniform({4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
   r["layer_norm_backward"] =
       with({uniform({2, 3, 4}), uniform({2, 3, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
   r["rms_norm"] = with({uniform({2, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}});
-  r["rms_norm_backward"] =
-      with({uniform({2, 4}), uniform({2, 4}), uniform({4})}, {{"normalized_shape", Ints{4}}, {"eps", 1e-5}});
-  r["group_norm"] = with({uniform({2, 4, 3}), uniform({4}), uniform({4})}, {{"num_groups", int64_t{2}}});
+  r["rms_norm_backward"] = with({uniform({2, 4}), uniform({2, 4}), uniform({4})},
+                                {{"normalized_shape", Ints{4}}, {"eps", 1e-5}});
+  r["group_norm"] =
+      with({uniform({2, 4, 3}), uniform({4}), uniform({4})}, {{"num_groups", int64_t{2}}});
   r["group_norm_backward"] =
       with({uniform({2, 4, 3}), uniform({2, 4, 3}), uniform({4})}, {{"num_groups", int64_t{2}}});
   // Losses.
@@ -170,37 +182,46 @@ std::map<std::string, Recipe> build_recipes() {
   r["l1_loss_backward"] = with({uniform({}), uniform({2, 3}), uniform({2, 3})});
   r["binary_cross_entropy_with_logits"] =
       with({uniform({2, 3}), uniform({2, 3}, 0, 1), uniform({3}, 0.5, 2), uniform({3}, 0.5, 2)});
-  r["binary_cross_entropy_with_logits_backward"] = with(
-      {uniform({}), uniform({2, 3}), uniform({2, 3}, 0, 1), uniform({3}, 0.5, 2), uniform({3}, 0.5, 2)});
+  r["binary_cross_entropy_with_logits_backward"] =
+      with({uniform({}), uniform({2, 3}), uniform({2, 3}, 0, 1), uniform({3}, 0.5, 2),
+            uniform({3}, 0.5, 2)});
   r["cross_entropy"] =
       with({uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)}, {{"label_smoothing", 0.1}});
   r["cross_entropy_backward"] =
-      with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)}, {{"label_smoothing", 0.1}});
+      with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)},
+           {{"label_smoothing", 0.1}});
   r["nll_loss"] = with({uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)});
   // The class weights get no gradient (as in PyTorch, which refuses to
   // differentiate them).
   r["cross_entropy"].no_grad = r["nll_loss"].no_grad = {2};
-  r["nll_loss_backward"] = with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)});
+  r["nll_loss_backward"] =
+      with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)});
   // Pooling.
   r["max_pool2d"] = with({uniform({1, 2, 5, 5})}, kPool);
   r["max_pool2d_backward"] = with({uniform({1, 2, 3, 3}), uniform({1, 2, 5, 5})}, kPool);
   const Attrs avg = merged(kPool, {{"ceil_mode", true}, {"count_include_pad", false}});
   r["avg_pool2d"] = with({uniform({1, 2, 5, 5})}, avg);
-  r["avg_pool2d_backward"] = with({uniform({1, 2, 3, 3})}, merged(avg, {{"input_size", Ints{1, 2, 5, 5}}}));
+  r["avg_pool2d_backward"] =
+      with({uniform({1, 2, 3, 3})}, merged(avg, {{"input_size", Ints{1, 2, 5, 5}}}));
   r["adaptive_avg_pool2d"] = with({uniform({1, 2, 5, 5})}, {{"output_size", Ints{3, 3}}});
-  r["adaptive_avg_pool2d_backward"] = with({uniform({1, 2, 3, 3})}, {{"input_size", Ints{1, 2, 5, 5}}});
+  r["adaptive_avg_pool2d_backward"] =
+      with({uniform({1, 2, 3, 3})}, {{"input_size", Ints{1, 2, 5, 5}}});
   // Indexing and embedding.
   // padding_idx only zeroes the gradient (the forward still reads the row),
   // so it would contradict finite differences by design.
   r["embedding"] = with({uniform({5, 3}), index({2, 3}, 5)});
-  r["embedding_backward"] = with({uniform({2, 3, 3}), index({2, 3}, 5)}, {{"num_weights", int64_t{5}}});
+  r["embedding_backward"] =
+      with({uniform({2, 3, 3}), index({2, 3}, 5)}, {{"num_weights", int64_t{5}}});
   r["gather"] = with({uniform({3, 4}), index({3, 2}, 4)}, {{"dim", int64_t{1}}});
   r["index_select"] = with({uniform({4, 3}), given({3, 0, 3}, {3})}, {{"dim", int64_t{0}}});
-  r["index_put"] = with({uniform({4, 3}), given({2, 0}, {2}), uniform({2, 3})}, {{"accumulate", true}});
-  r["scatter_add"] = with({uniform({3, 4}), index({2, 4}, 3), uniform({2, 4})}, {{"dim", int64_t{0}}});
+  r["index_put"] =
+      with({uniform({4, 3}), given({2, 0}, {2}), uniform({2, 3})}, {{"accumulate", true}});
+  r["scatter_add"] =
+      with({uniform({3, 4}), index({2, 4}, 3), uniform({2, 4})}, {{"dim", int64_t{0}}});
   r["slice"] = with({uniform({5, 3})}, kSlice);
   r["slice_backward"] = with({uniform({2, 3})}, merged(kSlice, {{"shape", Ints{5, 3}}}));
-  r["narrow"] = with({uniform({4, 3})}, {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"length", int64_t{2}}});
+  r["narrow"] =
+      with({uniform({4, 3})}, {{"dim", int64_t{0}}, {"start", int64_t{1}}, {"length", int64_t{2}}});
   r["select"] = with({uniform({3, 4})}, {{"dim", int64_t{1}}, {"index", int64_t{2}}});
   r["select_backward"] =
       with({uniform({3})}, {{"shape", Ints{3, 4}}, {"dim", int64_t{1}}, {"index", int64_t{2}}});
@@ -220,14 +241,17 @@ std::map<std::string, Recipe> build_recipes() {
   r["repeat"] = with({uniform({2, 3})}, {{"repeats", Ints{2, 1, 2}}});
   r["pad"] = with({uniform({2, 4})}, {{"pad", Ints{1, 2}}, {"mode", std::string("reflect")}});
   r["pad_backward"] =
-      with({uniform({2, 7})}, {{"shape", Ints{2, 4}}, {"pad", Ints{1, 2}}, {"mode", std::string("reflect")}});
+      with({uniform({2, 7})},
+           {{"shape", Ints{2, 4}}, {"pad", Ints{1, 2}}, {"mode", std::string("reflect")}});
   // Creation.
   for (const char* op : {"zeros", "ones"}) r[op] = with({}, {{"shape", Ints{2, 3}}});
   r["full"] = with({}, {{"shape", Ints{2, 3}}, {"value", 1.5}});
   r["arange"] = with({}, {{"start", 1.0}, {"end", 4.0}, {"step", 0.5}});
   r["eye"] = with({}, {{"n", int64_t{3}}, {"m", int64_t{4}}});
-  for (const char* op : {"rand", "randn"}) r[op] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}});
-  r["normal"] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}, {"mean", 1.0}, {"std", 2.0}});
+  for (const char* op : {"rand", "randn"})
+    r[op] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}});
+  r["normal"] =
+      with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}, {"mean", 1.0}, {"std", 2.0}});
   r["randint"] = with({}, {{"shape", Ints{2, 3}}, {"seed", int64_t{5}}, {"high", int64_t{10}}});
   return r;
 }
@@ -242,12 +266,15 @@ const std::map<std::string, Recipe>& sweep_recipes() {
 const std::map<std::string, std::string>& sweep_exclusions() {
   static const std::map<std::string, std::string> excluded = {
       {"empty", "its values are whatever the memory held: nothing to compare"},
-      {"sgd_update", "an optimizer update: it has no outputs and is only emitted by the compiler's optimizer "
-                     "path, which optimizer tests check against reference updates"},
-      {"adamw_update", "an optimizer update: it has no outputs and is only emitted by the compiler's "
-                       "optimizer path, which optimizer tests check against reference updates"},
-      {"clip_grad_norm", "updates the gradients of an optimizer group in place; only the optimizer path "
-                         "emits it"},
+      {"sgd_update",
+       "an optimizer update: it has no outputs and is only emitted by the compiler's optimizer "
+       "path, which optimizer tests check against reference updates"},
+      {"adamw_update",
+       "an optimizer update: it has no outputs and is only emitted by the compiler's "
+       "optimizer path, which optimizer tests check against reference updates"},
+      {"clip_grad_norm",
+       "updates the gradients of an optimizer group in place; only the optimizer path "
+       "emits it"},
       {"zero_", "an in-place update with no outputs: a one-op model has nothing to return"},
       {"add_", "an in-place update with no outputs: a one-op model has nothing to return"},
       {"copy_", "an in-place update with no outputs: a one-op model has nothing to return"},

@@ -19,8 +19,8 @@ struct InputGen {
   enum class Kind { Uniform, Index, Mask, Given, Absent };
   Kind kind = Kind::Uniform;
   Dims shape;
-  double lo = -1, hi = 1;       // Uniform: the value range; Index: [0, hi)
-  std::vector<double> given;    // Given: the values, in `dtype`
+  double lo = -1, hi = 1;     // Uniform: the value range; Index: [0, hi)
+  std::vector<double> given;  // Given: the values, in `dtype`
   DType dtype = DType::Float64;
 };
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/compile.h"
 #include "compile_test_util.h"
+#include "compiler/compile.h"
 #include "engine/ops/autograd.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/runtime.h"
@@ -31,8 +31,9 @@ std::vector<std::string> op_names(bool with_gradient_only) {
 const Recipe* recipe_of(const std::string& op) {
   if (auto it = sweep_recipes().find(op); it != sweep_recipes().end()) return &it->second;
   if (sweep_exclusions().count(op) == 0)
-    ADD_FAILURE() << "op '" << op << "' is registered but the sweep neither covers nor excludes it: add a "
-                  << "recipe (or an exclusion with its reason) in tests/unit/registry_sweep_recipes.cpp";
+    ADD_FAILURE()
+        << "op '" << op << "' is registered but the sweep neither covers nor excludes it: add a "
+        << "recipe (or an exclusion with its reason) in tests/unit/registry_sweep_recipes.cpp";
   return nullptr;
 }
 
@@ -42,14 +43,17 @@ TEST(RegistrySweep, EveryOpIsCoveredOrExcludedOnce) {
     registered.insert(op->name);
     const bool covered = sweep_recipes().count(op->name) > 0;
     const bool excluded = sweep_exclusions().count(op->name) > 0;
-    EXPECT_TRUE(covered || excluded) << "op '" << op->name << "' is neither covered nor excluded by the sweep: "
-                                     << "add it to tests/unit/registry_sweep_recipes.cpp";
+    EXPECT_TRUE(covered || excluded)
+        << "op '" << op->name << "' is neither covered nor excluded by the sweep: "
+        << "add it to tests/unit/registry_sweep_recipes.cpp";
     EXPECT_FALSE(covered && excluded) << "op '" << op->name << "' is both covered and excluded";
   }
   for (const auto& [name, recipe] : sweep_recipes())
-    EXPECT_TRUE(registered.count(name)) << "the sweep has a recipe for '" << name << "', which is not registered";
+    EXPECT_TRUE(registered.count(name))
+        << "the sweep has a recipe for '" << name << "', which is not registered";
   for (const auto& [name, reason] : sweep_exclusions()) {
-    EXPECT_TRUE(registered.count(name)) << "the sweep excludes '" << name << "', which is not registered";
+    EXPECT_TRUE(registered.count(name))
+        << "the sweep excludes '" << name << "', which is not registered";
     EXPECT_FALSE(reason.empty()) << "the exclusion of '" << name << "' gives no reason";
   }
 }
@@ -65,7 +69,8 @@ TEST_P(SweepGradient, MatchesFiniteDifferences) {
 }
 
 // The op alone as a model: its defined inputs become the graph's inputs.
-compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inputs,
+                                 const Attrs& attrs) {
   compiler::GraphSpec s;
   s.name = "sweep_" + op.name;
   s.inference = true;
