@@ -43,12 +43,19 @@ struct Recipe {
   // skipped anyway; these are float inputs the op is not differentiable in.
   std::vector<size_t> no_grad;
   double grad_eps = 1e-6, grad_tol = 1e-6;
+  // Whether the gradient is checked: false where no output is floating
+  // point (a cast to an integer type).
+  bool gradient = true;
   // Non-empty: the eager-vs-compiled comparison is skipped, for this reason.
   std::string not_compiled;
 };
 
+// The recipes of one op: its main case, then variants through other kernel
+// paths (other attribute values, optional inputs left out, other ranks).
+using Recipes = std::vector<Recipe>;
+
 // Every op the sweep covers, by name.
-const std::map<std::string, Recipe>& sweep_recipes();
+const std::map<std::string, Recipes>& sweep_recipes();
 // Every op the sweep cannot cover, with the reason.
 const std::map<std::string, std::string>& sweep_exclusions();
 

@@ -3,9 +3,9 @@
 // checked against float64 central finite differences, and their results,
 // computed eagerly, compared with the same op traced into a one-op model,
 // compiled to a PEF, loaded and run on the emulated device.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <set>
 
 #include "compile_test_util.h"
@@ -26,15 +26,47 @@ std::vector<std::string> op_names(bool with_gradient_only) {
   return names;
 }
 
-// The op's recipe; null (with a failure, or a skip for an excluded op) when
+// The op's recipes; null, with a failure unless the op is excluded, when
 // the sweep has none.
-const Recipe* recipe_of(const std::string& op) {
+const Recipes* recipes_of(const std::string& op) {
   if (auto it = sweep_recipes().find(op); it != sweep_recipes().end()) return &it->second;
   if (sweep_exclusions().count(op) == 0)
     ADD_FAILURE()
         << "op '" << op << "' is registered but the sweep neither covers nor excludes it: add a "
         << "recipe (or an exclusion with its reason) in tests/unit/registry_sweep_recipes.cpp";
   return nullptr;
+}
+
+std::string exclusion_of(const std::string& op) {
+  auto it = sweep_exclusions().find(op);
+  return it == sweep_exclusions().end() ? "no recipe" : it->second;
+}
+
+// `inputs` with every floating-point one converted to `dtype`.
+std::vector<Tensor> floats_as(const std::vector<Tensor>& inputs, DType dtype) {
+  autograd::NoGradGuard ng;
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs)
+    out.push_back(t.defined() && is_floating(t.dtype()) ? call1("cast", {t}, {{"dtype", dtype}})
+                                                        : t);
+  return out;
+}
+
+std::vector<Tensor> eager_outputs(const OpDef& op, const std::vector<Tensor>& inputs,
+                                  const Attrs& attrs) {
+  autograd::NoGradGuard ng;
+  return call(op, inputs, attrs);
+}
+
+void expect_same_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                         double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    SCOPED_TRACE("output " + std::to_string(k));
+    EXPECT_EQ(got[k].dtype(), want[k].dtype());
+    ASSERT_EQ(got[k].shape(), want[k].shape());
+    expect_values(got[k], values(want[k]), tol);
+  }
 }
 
 TEST(RegistrySweep, EveryOpIsCoveredOrExcludedOnce) {
@@ -60,12 +92,18 @@ TEST(RegistrySweep, EveryOpIsCoveredOrExcludedOnce) {
 
 class SweepGradient : public ::testing::TestWithParam<std::string> {};
 class SweepCompiled : public ::testing::TestWithParam<std::string> {};
+class SweepStrided : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SweepGradient, MatchesFiniteDifferences) {
   const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipe* r = recipe_of(op.name);
-  if (!r) GTEST_SKIP() << sweep_exclusions().at(op.name);
-  check_gradients(op.name, recipe_inputs(op, *r), r->attrs, r->grad_eps, r->grad_tol, r->no_grad);
+  const Recipes* recipes = recipes_of(op.name);
+  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
+  for (size_t v = 0; v < recipes->size(); ++v) {
+    SCOPED_TRACE("recipe " + std::to_string(v));
+    const Recipe& r = (*recipes)[v];
+    if (!r.gradient) continue;
+    check_gradients(op.name, recipe_inputs(op, r), r.attrs, r.grad_eps, r.grad_tol, r.no_grad);
+  }
 }
 
 // The op alone as a model: its defined inputs become the graph's inputs.
@@ -88,34 +126,52 @@ compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inp
   return s;
 }
 
+std::vector<Tensor> compiled_outputs(const OpDef& op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs, int opt_level) {
+  static ThreadPool pool(1);
+  const compiler::GraphSpec spec = one_op_model(op, inputs, attrs);
+  compiler::CompileOptions options;
+  options.opt_level = opt_level;
+  runtime::Runtime rt(round_trip(compiler::compile_program({spec}, options)), pool, nullptr);
+  runtime::RunRequest request;
+  request.inputs = spec.inputs;
+  return rt.run(request);
+}
+
+// In float64 and float32, without (o0) and with (o1) the compiler's passes.
 TEST_P(SweepCompiled, MatchesEager) {
   const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipe* r = recipe_of(op.name);
-  if (!r) GTEST_SKIP() << sweep_exclusions().at(op.name);
-  if (!r->not_compiled.empty()) GTEST_SKIP() << r->not_compiled;
-  const std::vector<Tensor> inputs = recipe_inputs(op, *r);
-  std::vector<Tensor> eager;
-  {
-    autograd::NoGradGuard ng;
-    eager = call(op, inputs, r->attrs);
-  }
-  static ThreadPool pool(1);
-  for (int opt_level : {0, 1}) {
-    SCOPED_TRACE("opt_level " + std::to_string(opt_level));
-    const compiler::GraphSpec spec = one_op_model(op, inputs, r->attrs);
-    compiler::CompileOptions options;
-    options.opt_level = opt_level;
-    runtime::Runtime rt(round_trip(compiler::compile_program({spec}, options)), pool, nullptr);
-    runtime::RunRequest request;
-    request.inputs = spec.inputs;
-    const std::vector<Tensor> compiled = rt.run(request);
-    ASSERT_EQ(compiled.size(), eager.size());
-    for (size_t k = 0; k < eager.size(); ++k) {
-      SCOPED_TRACE("output " + std::to_string(k));
-      EXPECT_EQ(compiled[k].dtype(), eager[k].dtype());
-      ASSERT_EQ(compiled[k].shape(), eager[k].shape());
-      expect_values(compiled[k], values(eager[k]), 1e-9);
+  const Recipes* recipes = recipes_of(op.name);
+  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
+  for (size_t v = 0; v < recipes->size(); ++v) {
+    const Recipe& r = (*recipes)[v];
+    if (!r.not_compiled.empty()) continue;
+    for (DType dtype : {DType::Float64, DType::Float32}) {
+      const std::vector<Tensor> inputs = floats_as(recipe_inputs(op, r), dtype);
+      const std::vector<Tensor> eager = eager_outputs(op, inputs, r.attrs);
+      for (int opt_level : {0, 1}) {
+        SCOPED_TRACE(fmt::format("recipe {}, {}, o{}", v, dtype_name(dtype), opt_level));
+        expect_same_outputs(compiled_outputs(op, inputs, r.attrs, opt_level), eager,
+                            dtype == DType::Float64 ? 1e-9 : 1e-5);
+      }
     }
+  }
+}
+
+// Inputs laid out with gaps give the results of contiguous ones, whether the
+// kernel reads the strides itself or the call makes the inputs contiguous.
+TEST_P(SweepStrided, MatchesContiguous) {
+  const OpDef& op = OpRegistry::global().get(GetParam());
+  const Recipes* recipes = recipes_of(op.name);
+  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
+  for (size_t v = 0; v < recipes->size(); ++v) {
+    SCOPED_TRACE("recipe " + std::to_string(v));
+    const Recipe& r = (*recipes)[v];
+    const std::vector<Tensor> inputs = recipe_inputs(op, r);
+    std::vector<Tensor> strided;
+    for (const Tensor& t : inputs) strided.push_back(t.defined() ? noncontiguous(t) : t);
+    expect_same_outputs(eager_outputs(op, strided, r.attrs), eager_outputs(op, inputs, r.attrs),
+                        1e-12);
   }
 }
 
@@ -123,6 +179,7 @@ std::string op_name(const ::testing::TestParamInfo<std::string>& info) { return 
 
 INSTANTIATE_TEST_SUITE_P(Registry, SweepGradient, ::testing::ValuesIn(op_names(true)), op_name);
 INSTANTIATE_TEST_SUITE_P(Registry, SweepCompiled, ::testing::ValuesIn(op_names(false)), op_name);
+INSTANTIATE_TEST_SUITE_P(Registry, SweepStrided, ::testing::ValuesIn(op_names(false)), op_name);
 
 }  // namespace
 }  // namespace samba::testing
