@@ -216,6 +216,39 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["pad_backward"].push_back(
       with({uniform({2, 5})},
            {{"shape", Ints{2, 2}}, {"pad", Ints{1, 2}}, {"mode", std::string("replicate")}}));
+  // A 0-dim tensor and a tensor with no elements, through the elementwise
+  // and reduction paths.
+  for (const Dims& shape : {Dims{}, Dims{0, 3}}) {
+    for (const char* op : {"abs", "exp", "tanh", "sigmoid", "relu", "gelu", "silu", "neg", "sum",
+                           "mean", "softmax", "log_softmax", "cumsum"})
+      r[op].push_back(with({uniform(shape)},
+                           std::string(op) == "cumsum" ? Attrs{{"dim", int64_t{0}}} : Attrs{}));
+    for (const char* op : {"add", "mul", "maximum"})
+      r[op].push_back(with({uniform(shape), uniform(shape)}));
+  }
+  r["sum"].push_back(with({uniform({0, 3})}, {{"dim", Ints{0}}}));
+  r["max"].push_back(with({uniform({2, 0})}, {{"dim", Ints{0}}}));
+  r["matmul"].push_back(with({uniform({2, 0}), uniform({0, 3})}));
+  r["linear"].push_back(with({uniform({0, 3}), uniform({4, 3}), uniform({4})}));
+  r["cat"].push_back(with({uniform({0, 3}), uniform({2, 3})}));
+  // Integer inputs (no gradient), alone and promoted with floating ones.
+  auto integer = [](Recipe r) {
+    r.gradient = false;
+    return r;
+  };
+  for (const char* op : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"})
+    r[op].push_back(integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3}), given({2, 1, 3}, {3})})));
+  for (const char* op : {"add", "mul", "div", "where"})
+    r[op].push_back(with({index({2, 3}, 5), uniform({3})}));
+  r["where"].back().inputs.insert(r["where"].back().inputs.begin(), mask({2, 3}));
+  for (const char* op : {"neg", "abs", "relu", "sum", "cumsum", "max", "argmax"})
+    r[op].push_back(
+        integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3}, DType::Int32)},
+                     std::string(op) == "cumsum" ? Attrs{{"dim", int64_t{1}}} : Attrs{})));
+  r["cast"].push_back(integer(with({index({2, 3}, 9)}, {{"dtype", DType::Float64}})));
+  r["mean"].push_back(integer(with({index({2, 3}, 9)}, {{"dtype", DType::Float64}})));
+  r["clamp"].push_back(
+      integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})}, {{"min", -1.0}, {"max", 3.0}})));
   // Creation in other dtypes.
   r["arange"].push_back(with({}, {{"end", 5.0}, {"dtype", DType::Int64}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"dtype", DType::Float64}}));
