@@ -1,12 +1,16 @@
 // The registry sweep: every registered op is either covered or excluded with
-// a reason (registry_sweep_recipes.cpp). Covered ops have their gradients
-// checked against float64 central finite differences, and their results,
-// computed eagerly, compared with the same op traced into a one-op model,
-// compiled to a PEF, loaded and run on the emulated device.
+// a reason (registry_sweep_recipes.cpp), so no op lands untested. For each
+// recipe of a covered op:
+// - its gradients against float64 central finite differences;
+// - its eager results against the op traced into a one-op model, compiled to
+//   a PEF, loaded and run on the emulated device (each floating dtype, o0/o1);
+// - the gradients of the compiled training graph against eager autograd's;
+// - its results on strided inputs against those on contiguous ones.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <set>
 
 #include "compile_test_util.h"
@@ -41,6 +45,19 @@ const Recipes* recipes_of(const std::string& op) {
 std::string exclusion_of(const std::string& op) {
   auto it = sweep_exclusions().find(op);
   return it == sweep_exclusions().end() ? "no recipe" : it->second;
+}
+
+// Runs `check` on each recipe of the op, naming the recipe in failures;
+// false when the op has none (it is excluded, or the test has failed).
+template <typename Check>
+bool for_each_recipe(const OpDef& op, Check check) {
+  const Recipes* recipes = recipes_of(op.name);
+  if (!recipes) return false;
+  for (size_t v = 0; v < recipes->size(); ++v) {
+    SCOPED_TRACE("recipe " + std::to_string(v));
+    check((*recipes)[v]);
+  }
+  return true;
 }
 
 // `inputs` with every floating-point one converted to `dtype`.
@@ -97,79 +114,11 @@ class SweepStrided : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SweepGradient, MatchesFiniteDifferences) {
   const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipes* recipes = recipes_of(op.name);
-  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
-  for (size_t v = 0; v < recipes->size(); ++v) {
-    SCOPED_TRACE("recipe " + std::to_string(v));
-    const Recipe& r = (*recipes)[v];
-    if (!r.gradient) continue;
-    check_gradients(op.name, recipe_inputs(op, r), r.attrs, r.grad_eps, r.grad_tol, r.no_grad);
-  }
-}
-
-// The op alone as a model: its defined inputs become the graph's inputs.
-compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inputs,
-                                 const Attrs& attrs) {
-  compiler::GraphSpec s;
-  s.name = "sweep_" + op.name;
-  s.inference = true;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) continue;
-    s.inputs.push_back(named(inputs[i].clone(), "in" + std::to_string(i)));
-    positions.push_back(i);
-  }
-  s.model = [&op, attrs, positions, n = inputs.size()](std::span<const Tensor> in) {
-    std::vector<Tensor> all(n);
-    for (size_t k = 0; k < positions.size(); ++k) all[positions[k]] = in[k];
-    return call(op, all, attrs);
-  };
-  return s;
-}
-
-std::vector<Tensor> compiled_outputs(const OpDef& op, const std::vector<Tensor>& inputs,
-                                     const Attrs& attrs, int opt_level) {
-  static ThreadPool pool(1);
-  const compiler::GraphSpec spec = one_op_model(op, inputs, attrs);
-  compiler::CompileOptions options;
-  options.opt_level = opt_level;
-  runtime::Runtime rt(round_trip(compiler::compile_program({spec}, options)), pool, nullptr);
-  runtime::RunRequest request;
-  request.inputs = spec.inputs;
-  return rt.run(request);
-}
-
-// In each floating-point dtype, without (o0) and with (o1) the compiler's
-// passes.
-TEST_P(SweepCompiled, MatchesEager) {
-  const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipes* recipes = recipes_of(op.name);
-  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
-  for (size_t v = 0; v < recipes->size(); ++v) {
-    const Recipe& r = (*recipes)[v];
-    if (!r.not_compiled.empty()) continue;
-    for (DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
-      const std::vector<Tensor> inputs = floats_as(recipe_inputs(op, r), dtype);
-      const std::vector<Tensor> eager = eager_outputs(op, inputs, r.attrs);
-      for (int opt_level : {0, 1}) {
-        SCOPED_TRACE(fmt::format("recipe {}, {}, o{}", v, dtype_name(dtype), opt_level));
-        expect_same_outputs(compiled_outputs(op, inputs, r.attrs, opt_level), eager,
-                            dtype == DType::Float64   ? 1e-9
-                            : dtype == DType::Float32 ? 1e-5
-                                                      : 1e-2);
-      }
-    }
-  }
-}
-
-// The op's differentiable inputs (floating point, not in the recipe's
-// no_grad list).
-std::vector<bool> differentiable(const std::vector<Tensor>& inputs, const Recipe& r) {
-  std::vector<bool> d(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i)
-    d[i] = inputs[i].defined() && is_floating(inputs[i].dtype()) &&
-           std::find(r.no_grad.begin(), r.no_grad.end(), i) == r.no_grad.end();
-  return d;
+  const bool covered = for_each_recipe(op, [&](const Recipe& r) {
+    if (r.gradient)
+      check_gradients(op.name, recipe_inputs(op, r), r.attrs, r.grad_eps, r.grad_tol, r.no_grad);
+  });
+  if (!covered) GTEST_SKIP() << exclusion_of(op.name);
 }
 
 // sum_k sum(outputs[k] * weights[k]) over the outputs that have weights.
@@ -183,18 +132,91 @@ Tensor weighted_sum(const std::vector<Tensor>& outputs, const std::vector<Tensor
   return loss;
 }
 
+// The op alone as a model. Its defined inputs become the graph's inputs,
+// or its parameters "p<i>" where `trainable` says so. With loss weights the
+// model returns their weighted sum of the op's outputs (a training graph);
+// without, the op's outputs (an inference graph).
+compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inputs,
+                                 const Attrs& attrs, const std::vector<bool>& trainable = {},
+                                 const std::vector<Tensor>& loss_weights = {}) {
+  compiler::GraphSpec s;
+  s.name = "sweep_" + op.name;
+  s.inference = loss_weights.empty();
+  std::vector<Tensor> fixed(inputs.size());  // undefined, or a parameter
+  std::vector<size_t> positions;             // of the graph's inputs
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    if (i < trainable.size() && trainable[i]) {
+      fixed[i] = named(inputs[i].clone(), "p" + std::to_string(i), true);
+    } else {
+      s.inputs.push_back(named(inputs[i].clone(), "in" + std::to_string(i)));
+      positions.push_back(i);
+    }
+  }
+  s.model = [&op, attrs, fixed, positions, loss_weights](std::span<const Tensor> in) {
+    std::vector<Tensor> all = fixed;
+    for (size_t k = 0; k < positions.size(); ++k) all[positions[k]] = in[k];
+    std::vector<Tensor> outs = call(op, all, attrs);
+    if (loss_weights.empty()) return outs;
+    return std::vector<Tensor>{weighted_sum(outs, loss_weights)};
+  };
+  return s;
+}
+
+std::unique_ptr<runtime::Runtime> load(const compiler::GraphSpec& spec, int opt_level) {
+  static ThreadPool pool(1);
+  compiler::CompileOptions options;
+  options.opt_level = opt_level;
+  return std::make_unique<runtime::Runtime>(round_trip(compiler::compile_program({spec}, options)),
+                                            pool, nullptr);
+}
+
+std::vector<Tensor> compiled_outputs(const OpDef& op, const std::vector<Tensor>& inputs,
+                                     const Attrs& attrs, int opt_level) {
+  const compiler::GraphSpec spec = one_op_model(op, inputs, attrs);
+  runtime::RunRequest request;
+  request.inputs = spec.inputs;
+  return load(spec, opt_level)->run(request);
+}
+
+// In each floating-point dtype, without (o0) and with (o1) the compiler's
+// passes.
+TEST_P(SweepCompiled, MatchesEager) {
+  const OpDef& op = OpRegistry::global().get(GetParam());
+  const bool covered = for_each_recipe(op, [&](const Recipe& r) {
+    if (!r.not_compiled.empty()) return;
+    for (DType dtype : {DType::Float64, DType::Float32, DType::BFloat16, DType::Float16}) {
+      const std::vector<Tensor> inputs = floats_as(recipe_inputs(op, r), dtype);
+      const std::vector<Tensor> eager = eager_outputs(op, inputs, r.attrs);
+      for (int opt_level : {0, 1}) {
+        SCOPED_TRACE(fmt::format("{}, o{}", dtype_name(dtype), opt_level));
+        expect_same_outputs(compiled_outputs(op, inputs, r.attrs, opt_level), eager,
+                            dtype == DType::Float64   ? 1e-9
+                            : dtype == DType::Float32 ? 1e-5
+                                                      : 1e-2);
+      }
+    }
+  });
+  if (!covered) GTEST_SKIP() << exclusion_of(op.name);
+}
+
+// The op's differentiable inputs (floating point, not in the recipe's
+// no_grad list).
+std::vector<bool> differentiable(const std::vector<Tensor>& inputs, const Recipe& r) {
+  std::vector<bool> d(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    d[i] = inputs[i].defined() && is_floating(inputs[i].dtype()) &&
+           std::find(r.no_grad.begin(), r.no_grad.end(), i) == r.no_grad.end();
+  return d;
+}
+
 // The gradients the compiled program's BCKWD section computes, for a loss
 // that weighs the op's outputs, equal eager autograd's: the compiler's own
 // differentiation of the op (its gradient rule traced into the graph).
 TEST_P(SweepGradient, CompiledMatchesEager) {
   const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipes* recipes = recipes_of(op.name);
-  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
-  static ThreadPool pool(1);
-  for (size_t v = 0; v < recipes->size(); ++v) {
-    SCOPED_TRACE("recipe " + std::to_string(v));
-    const Recipe& r = (*recipes)[v];
-    if (!r.gradient || !r.not_compiled.empty()) continue;
+  const bool covered = for_each_recipe(op, [&](const Recipe& r) {
+    if (!r.gradient || !r.not_compiled.empty()) return;
     const std::vector<Tensor> inputs = recipe_inputs(op, r);
     const std::vector<bool> wrt = differentiable(inputs, r);
     std::vector<Tensor> weights;
@@ -202,61 +224,38 @@ TEST_P(SweepGradient, CompiledMatchesEager) {
       weights.push_back(is_floating(out.dtype())
                             ? rand_tensor(out.shape(), out.dtype(), 100 + weights.size())
                             : Tensor());
-    // Eager: the differentiable inputs are leaves that require grad.
     std::vector<Tensor> leaves;
     for (size_t i = 0; i < inputs.size(); ++i)
-      leaves.push_back(inputs[i].defined()
-                           ? named(inputs[i].clone(), "p" + std::to_string(i), wrt[i])
-                           : Tensor());
+      leaves.push_back(inputs[i].defined() ? named(inputs[i].clone(), "", wrt[i]) : Tensor());
     autograd::backward({weighted_sum(call(op, leaves, r.attrs), weights)},
                        {Tensor::scalar(1, DType::Float64)}, false);
-    // Compiled: the same leaves are the graph's parameters, the rest its inputs.
-    compiler::GraphSpec spec;
-    spec.name = "sweep_grad_" + op.name;
-    std::vector<Tensor> params(inputs.size());
-    std::vector<size_t> input_positions;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i].defined()) continue;
-      if (wrt[i]) {
-        params[i] = named(inputs[i].clone(), "p" + std::to_string(i), true);
-      } else {
-        spec.inputs.push_back(named(inputs[i].clone(), "in" + std::to_string(i)));
-        input_positions.push_back(i);
-      }
-    }
-    spec.model = [&](std::span<const Tensor> in) {
-      std::vector<Tensor> all = params;
-      for (size_t k = 0; k < input_positions.size(); ++k) all[input_positions[k]] = in[k];
-      return std::vector<Tensor>{weighted_sum(call(op, all, r.attrs), weights)};
-    };
-    runtime::Runtime rt(round_trip(compiler::compile_program({spec}, {})), pool, nullptr);
+    const compiler::GraphSpec spec = one_op_model(op, inputs, r.attrs, wrt, weights);
+    const std::unique_ptr<runtime::Runtime> rt = load(spec, 1);
     runtime::RunRequest request;
     request.inputs = spec.inputs;
-    rt.run(request);
+    rt->run(request);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!wrt[i]) continue;
       SCOPED_TRACE("d/d input " + std::to_string(i));
       ASSERT_TRUE(leaves[i].grad().defined());
-      expect_values(rt.read("p" + std::to_string(i), true), values(leaves[i].grad()), 1e-9);
+      expect_values(rt->read("p" + std::to_string(i), true), values(leaves[i].grad()), 1e-9);
     }
-  }
+  });
+  if (!covered) GTEST_SKIP() << exclusion_of(op.name);
 }
 
 // Inputs laid out with gaps give the results of contiguous ones, whether the
 // kernel reads the strides itself or the call makes the inputs contiguous.
 TEST_P(SweepStrided, MatchesContiguous) {
   const OpDef& op = OpRegistry::global().get(GetParam());
-  const Recipes* recipes = recipes_of(op.name);
-  if (!recipes) GTEST_SKIP() << exclusion_of(op.name);
-  for (size_t v = 0; v < recipes->size(); ++v) {
-    SCOPED_TRACE("recipe " + std::to_string(v));
-    const Recipe& r = (*recipes)[v];
+  const bool covered = for_each_recipe(op, [&](const Recipe& r) {
     const std::vector<Tensor> inputs = recipe_inputs(op, r);
     std::vector<Tensor> strided;
     for (const Tensor& t : inputs) strided.push_back(t.defined() ? noncontiguous(t) : t);
     expect_same_outputs(eager_outputs(op, strided, r.attrs), eager_outputs(op, inputs, r.attrs),
                         1e-12);
-  }
+  });
+  if (!covered) GTEST_SKIP() << exclusion_of(op.name);
 }
 
 std::string op_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
