@@ -55,21 +55,6 @@ inline std::vector<double> broadcast_values(const Tensor& t, const Dims& shape) 
   return out;
 }
 
-// Like expect_values, but equal infinities and NaN against NaN also match.
-inline void expect_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  auto got = values(t);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i]) || std::isnan(want[i])) {
-      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
-          << "element " << i << ": got " << got[i] << ", want " << want[i];
-      continue;
-    }
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
-        << "element " << i << " of " << got.size();
-  }
-}
-
 // f(a, b) elementwise over the broadcast of a and b.
 inline std::vector<double> reference2(const Tensor& a, const Tensor& b,
                                       const std::function<double(double, double)>& f) {

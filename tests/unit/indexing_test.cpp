@@ -10,12 +10,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Tensor iota(const Dims& shape, DType dt = DType::Float64) {
-  std::vector<double> v(numel_of(shape));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return make(v, shape, dt);
-}
-
 Tensor ints(const std::vector<double>& v, const Dims& shape, DType dt = DType::Int64) {
   return make(v, shape, dt);
 }

@@ -14,12 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "distribution_test_util.h"
 #include "engine/core/error.h"
 #include "engine/rng/init_math.h"
 
 using namespace samba;
 using namespace samba::rng;
 using pef::MaterializerDesc;
+using samba::testing::ks_limit;
+using samba::testing::ks_statistic;
+using samba::testing::phi;
 
 namespace {
 
@@ -81,22 +85,6 @@ double sample_std(const std::vector<double>& v) {
   for (double x : v) s += (x - mean) * (x - mean);
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
-
-double phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-double ks_statistic(std::vector<double> x, const std::function<double(double)>& cdf) {
-  std::sort(x.begin(), x.end());
-  const double n = static_cast<double>(x.size());
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double f = cdf(x[i]);
-    d = std::max({d, (static_cast<double>(i) + 1) / n - f, f - static_cast<double>(i) / n});
-  }
-  return d;
-}
-double ks_limit(size_t n) {
-  return 1.949 / std::sqrt(static_cast<double>(n));
-}  // significance 0.001
 
 struct Failure {
   Status code = Status::Ok;

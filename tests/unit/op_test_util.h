@@ -59,6 +59,28 @@ inline void expect_values(const Tensor& t, const std::vector<double>& want, doub
   }
 }
 
+// The values 0, 1, 2, ... in row-major order.
+inline Tensor iota(const Dims& shape, DType dt = DType::Float64) {
+  std::vector<double> v(numel_of(shape));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return make(v, shape, dt);
+}
+
+// Like expect_values, but equal infinities and NaN against NaN also match.
+inline void expect_close(const Tensor& t, const std::vector<double>& want, double tol) {
+  auto got = values(t);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) || std::isnan(want[i])) {
+      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+          << "element " << i << ": got " << got[i] << ", want " << want[i];
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
+        << "element " << i << " of " << got.size();
+  }
+}
+
 // The same values in a non-contiguous layout: the last dim is spread with
 // stride 2 inside a larger buffer (a 0-dim or 1-element tensor is returned as is).
 inline Tensor noncontiguous(const Tensor& t) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "distribution_test_util.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
 #include "engine/rng/bf16.h"
@@ -26,6 +27,9 @@
 
 using namespace samba;
 using namespace samba::rng;
+using samba::testing::ks_limit;
+using samba::testing::ks_statistic;
+using samba::testing::phi;
 
 namespace {
 
@@ -101,23 +105,6 @@ std::vector<unsigned char> run(const Sampler& s, uint64_t first, int64_t n) {
   s.run(first, n, out.data());
   return out;
 }
-
-// Kolmogorov-Smirnov statistic of a sample against a continuous CDF.
-double ks_statistic(std::vector<double> x, const std::function<double(double)>& cdf) {
-  std::sort(x.begin(), x.end());
-  const double n = static_cast<double>(x.size());
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double f = cdf(x[i]);
-    d = std::max({d, (static_cast<double>(i) + 1) / n - f, f - static_cast<double>(i) / n});
-  }
-  return d;
-}
-// The KS critical value at significance 0.001: the test rejects a correct
-// generator once in a thousand seeds (and the seeds here are fixed).
-double ks_limit(size_t n) { return 1.949 / std::sqrt(static_cast<double>(n)); }
-
-double phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 template <class T>
 std::vector<double> as_doubles(const std::vector<T>& v) {

@@ -10,12 +10,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Tensor iota(const Dims& shape, DType dt = DType::Float64) {
-  std::vector<double> v(numel_of(shape));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return make(v, shape, dt);
-}
-
 // Element at `idx` of any strided tensor, read through its strides.
 double at(const Tensor& t, const Ints& idx) {
   int64_t off = 0;
