@@ -43,6 +43,12 @@ inline std::vector<double> values(const Tensor& t) {
   return v;
 }
 
+// The bytes of a contiguous tensor's elements, for bit-exact comparisons.
+inline std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  return std::vector<unsigned char>(p, p + t.nbytes());
+}
+
 inline void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
   auto got = values(t);
   ASSERT_EQ(got.size(), want.size());

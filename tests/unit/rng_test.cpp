@@ -24,12 +24,15 @@
 #include "engine/rng/distributions.h"
 #include "engine/rng/multithreaded_rng.h"
 #include "engine/rng/philox.h"
+#include "op_test_util.h"
 
 using namespace samba;
 using namespace samba::rng;
+using samba::testing::bytes_of;
 using samba::testing::ks_limit;
 using samba::testing::ks_statistic;
 using samba::testing::phi;
+using samba::testing::values;
 
 namespace {
 
@@ -109,16 +112,6 @@ std::vector<unsigned char> run(const Sampler& s, uint64_t first, int64_t n) {
 template <class T>
 std::vector<double> as_doubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  Tensor f = t.to(DType::Float64);
-  return std::vector<double>(f.data<double>(), f.data<double>() + f.numel());
-}
-
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const unsigned char*>(t.raw_data());
-  return std::vector<unsigned char>(p, p + t.nbytes());
 }
 
 }  // namespace
@@ -412,7 +405,7 @@ TEST(MultithreadedRng, ValuesDependOnlyOnSeedAndName) {
   auto draw = [](uint64_t seed, const char* name) {
     Tensor t = Tensor::empty({100000}, DType::Float32);
     MultithreadedRng(seed, name).normal(t, 0.0, 1.0);
-    return values_of(t);
+    return values(t);
   };
   const auto a = draw(5, "fc1.weight");
   // Other generation in between changes nothing: there is no hidden state.
@@ -459,7 +452,7 @@ TEST(MultithreadedRng, NonContiguousTensorsGetRowMajorElements) {
   MultithreadedRng(1, "w").uniform(view, -1.0, 1.0);
   Tensor ref = Tensor::empty({60, 40}, DType::Float32);
   MultithreadedRng(1, "w").uniform(ref, -1.0, 1.0);
-  EXPECT_EQ(values_of(view.contiguous()), values_of(ref));
+  EXPECT_EQ(values(view.contiguous()), values(ref));
 }
 
 TEST(MultithreadedRng, IntegersIntoEveryNumericDtype) {
@@ -469,7 +462,7 @@ TEST(MultithreadedRng, IntegersIntoEveryNumericDtype) {
        {DType::Int32, DType::Int16, DType::Int8, DType::UInt8, DType::Float32, DType::BFloat16}) {
     Tensor t = Tensor::empty({1000}, dt);
     MultithreadedRng(1, "idx", {2}).integers(t, 0, 100);
-    EXPECT_EQ(values_of(t), values_of(ref)) << dtype_name(dt);
+    EXPECT_EQ(values(t), values(ref)) << dtype_name(dt);
   }
 }
 
