@@ -100,7 +100,7 @@ Attrs merged(Attrs a, const Attrs& b) {
 // Second and later recipes: other kernel paths of the same ops (other
 // attribute values, optional inputs left out, other ranks and layouts).
 void add_variants(std::map<std::string, Recipes>& r) {
-  const std::string kStr[] = {"none", "sum"};
+  const std::string kOtherReductions[] = {"none", "sum"};  // besides the default mean
   r["gelu"].push_back(with({uniform({2, 3})}, {{"approximate", std::string("tanh")}}));
   r["gelu_backward"].push_back(
       with({uniform({2, 3}), uniform({2, 3})}, {{"approximate", std::string("tanh")}}));
@@ -161,7 +161,7 @@ void add_variants(std::map<std::string, Recipes>& r) {
                                            uniform({3}), uniform({3}), uniform({3}, 0.5, 2)},
                                           {{"training", false}}));
   // Losses: the other reductions, probability targets, ignored targets.
-  for (const std::string& red : kStr) {
+  for (const std::string& red : kOtherReductions) {
     const Attrs a = {{"reduction", red}};
     r["mse_loss"].push_back(with({uniform({2, 3}), uniform({2, 3})}, a));
     r["l1_loss"].push_back(with({uniform({2, 3}), uniform({2, 3})}, a));
