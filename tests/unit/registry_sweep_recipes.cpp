@@ -249,6 +249,25 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["mean"].push_back(integer(with({index({2, 3}, 9)}, {{"dtype", DType::Float64}})));
   r["clamp"].push_back(
       integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})}, {{"min", -1.0}, {"max", 3.0}})));
+  // Sizes that are no multiple of a vector width or a GEMM tile: the
+  // kernels' remainder loops.
+  for (const char* op : {"exp", "tanh", "sigmoid", "gelu", "silu", "log_softmax", "softmax"})
+    r[op].push_back(with({uniform({3, 37})}));
+  r["add"].push_back(with({uniform({3, 37}), uniform({37})}));
+  r["mul"].push_back(with({uniform({3, 37}), uniform({3, 1})}));
+  for (const char* op : {"sum", "mean", "max", "var", "logsumexp"}) {
+    r[op].push_back(with({uniform({3, 37})}, {{"dim", Ints{0}}}));
+    r[op].push_back(with({uniform({3, 37})}, {{"dim", Ints{1}}}));
+  }
+  r["matmul"].push_back(with({uniform({5, 17}), uniform({17, 9})}));
+  r["linear"].push_back(with({uniform({7, 19}), uniform({11, 19}), uniform({11})},
+                             {{"activation", std::string("gelu_tanh")}}));
+  r["bmm"].push_back(with({uniform({3, 5, 17}), uniform({3, 17, 6})}));
+  r["conv2d"].push_back(with({uniform({2, 3, 9, 9}), uniform({5, 3, 3, 3}), uniform({5})},
+                             {{"stride", Ints{1, 2}}, {"padding", Ints{1, 0}}}));
+  r["layer_norm"].push_back(
+      with({uniform({3, 37}), uniform({37}), uniform({37})}, {{"normalized_shape", Ints{37}}}));
+  r["cross_entropy"].push_back(with({uniform({5, 37}), index({5}, 37), absent()}));
   // Creation in other dtypes.
   r["arange"].push_back(with({}, {{"end", 5.0}, {"dtype", DType::Int64}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"dtype", DType::Float64}}));
