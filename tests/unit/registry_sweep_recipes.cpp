@@ -268,6 +268,9 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["layer_norm"].push_back(
       with({uniform({3, 37}), uniform({37}), uniform({37})}, {{"normalized_shape", Ints{37}}}));
   r["cross_entropy"].push_back(with({uniform({5, 37}), index({5}, 37), absent()}));
+  r["batch_norm"].push_back(with(
+      {uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}), uniform({3}, 0.5, 2)}));
+  r["batch_norm"].back().no_grad = {3, 4};
   // Creation in other dtypes.
   r["arange"].push_back(with({}, {{"end", 5.0}, {"dtype", DType::Int64}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"dtype", DType::Float64}}));
