@@ -157,6 +157,10 @@ void add_variants(std::map<std::string, Recipes>& r) {
            {{"training", false}}));
   // The running statistics are buffers: read, never differentiated.
   r["batch_norm"].back().no_grad = {3, 4};
+  // Training with running statistics: they are updated, and not differentiated.
+  r["batch_norm"].push_back(
+      with({uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}), uniform({3}, 0.5, 2)}));
+  r["batch_norm"].back().no_grad = {3, 4};
   r["batch_norm_backward"].push_back(with({uniform({2, 3, 2, 2}), uniform({2, 3, 2, 2}),
                                            uniform({3}), uniform({3}), uniform({3}, 0.5, 2)},
                                           {{"training", false}}));
@@ -268,9 +272,6 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["layer_norm"].push_back(
       with({uniform({3, 37}), uniform({37}), uniform({37})}, {{"normalized_shape", Ints{37}}}));
   r["cross_entropy"].push_back(with({uniform({5, 37}), index({5}, 37), absent()}));
-  r["batch_norm"].push_back(with(
-      {uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}), uniform({3}, 0.5, 2)}));
-  r["batch_norm"].back().no_grad = {3, 4};
   // Creation in other dtypes.
   r["arange"].push_back(with({}, {{"end", 5.0}, {"dtype", DType::Int64}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"dtype", DType::Float64}}));
