@@ -51,6 +51,11 @@ void trace_model(const GraphSpec& spec, CompiledGraph& cg, Tracer& tracer) {
   {
     Tracer::Active active(tracer);
     outputs = spec.model(inputs);
+    // A view has no storage of its own (the PEF gives it the alias role, and
+    // the runtime returns only outputs), so an output that is one is copied.
+    for (Tensor& out : outputs)
+      if (out.defined() && g.value(tracer.value_of(out)).is_view())
+        out = call1("cast", {out}, {{"dtype", out.dtype()}});
   }
   SAMBA_CHECK(!outputs.empty(), Status::InvalidArgument, "compile: the model of graph '{}' returned no outputs",
               spec.name);
