@@ -341,10 +341,14 @@ std::vector<int32_t> Runtime::output_tensors(const RunRequest& r) const {
     for (const std::string& n : r.outputs) out.push_back(tensor_index(n, "run: output"));
     return out;
   }
+  // The outputs of the graphs whose forward runs: only FWD computes them,
+  // and a run of other sections (BCKWD, GRADNORM, OPT, ZEROGRAD, REDUCE)
+  // returns nothing rather than stale values.
   std::vector<int32_t> graphs;
   for (int32_t c : select_calls(r)) {
-    const int32_t g = program_->sections()[static_cast<size_t>(d.schedule[c].section)].graph;
-    if (std::find(graphs.begin(), graphs.end(), g) == graphs.end()) graphs.push_back(g);
+    const SectionPlan& sp = program_->sections()[static_cast<size_t>(d.schedule[c].section)];
+    if (sp.type != pef::SectionType::FWD) continue;
+    if (std::find(graphs.begin(), graphs.end(), sp.graph) == graphs.end()) graphs.push_back(sp.graph);
   }
   for (int32_t g : graphs)
     for (int32_t o : d.graphs[static_cast<size_t>(g)].outputs) out.push_back(o);

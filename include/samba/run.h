@@ -137,7 +137,9 @@ SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* op
  * the device, runs the sections `opts` selects (NULL: the whole schedule),
  * and returns the device values of `output_tensors` (n_output_tensors
  * tensors matched by sn_name, such as trace_graph's outputs; 0: every output
- * of the graphs that ran) as OWNED host tensors in outputs[0..*n_outputs).
+ * of the graphs whose FWD section ran, so a run of only BCKWD, GRADNORM, OPT
+ * or ZEROGRAD sections returns none and takes outputs = NULL, capacity = 0)
+ * as OWNED host tensors in outputs[0..*n_outputs).
  * Runs that change model state (backward, optimizer, ...) on one session
  * are serialized; inference runs may run on many threads at once, each with
  * its own activations, and give the same results as one thread.
