@@ -85,6 +85,32 @@ static int has_name(samba_session* s, int32_t list, const char* want) {
   return 0;
 }
 
+/* A session with `opt` compiled for the model over w and x, loaded. */
+static samba_session* compile(samba_optimizer* opt, samba_tensor* w, samba_tensor* x, const char* pef,
+                              int32_t grad_accumulation) {
+  samba_session* s = NULL;
+  samba_compile_options* co = NULL;
+  samba_tensor* loss = NULL;
+  size_t n = 0;
+  CHECK_OK(samba_session_create(NULL, &s));
+  CHECK_OK(samba_compile_options_create(&co));
+  CHECK_OK(samba_compile_options_set_pef_path(co, pef));
+  CHECK_OK(samba_compile_options_set_grad_accumulation(co, grad_accumulation));
+  CHECK_OK(samba_session_compile(s, model, w, &x, 1, &opt, 1, co));
+  CHECK_OK(samba_session_trace_graph(s, model, w, &x, 1, &opt, 1, pef, NULL, &loss, 1, &n));
+  CHECK(n == 1);
+  samba_tensor_release(loss);
+  samba_compile_options_release(co);
+  return s;
+}
+
+static void release_all(samba_session* s, samba_optimizer* opt, samba_tensor* w, samba_tensor* x) {
+  samba_optimizer_release(opt);
+  samba_session_release(s);
+  samba_tensor_release(w);
+  samba_tensor_release(x);
+}
+
 /* Runs the sections of `type` alone, asking for no outputs. */
 static void run_only(samba_session* s, const char* type) {
   samba_run_options* ro = NULL;
@@ -99,25 +125,18 @@ static void run_only(samba_session* s, const char* type) {
 static void compiled_sgd_clips_and_runs_opt_alone(void) {
   samba_tensor *w = param("w"), *x = input(), *loss = NULL;
   samba_optimizer* opt = sgd(0.1, 0.5, w);
-  samba_session* s = NULL;
-  samba_compile_options* co = NULL;
+  samba_session* s = compile(opt, w, x, "capi_optimizer_sgd.pef", 0);
   samba_run_options* ro = NULL;
   size_t n = 0;
   double v = 0;
   const double step = 0.1 * clip_coef(0.5);
 
-  CHECK_OK(samba_session_create(NULL, &s));
-  CHECK_OK(samba_compile_options_create(&co));
-  CHECK_OK(samba_compile_options_set_pef_path(co, "capi_optimizer_sgd.pef"));
-  CHECK_OK(samba_session_compile(s, model, w, &x, 1, &opt, 1, co));
-  CHECK_OK(samba_session_trace_graph(s, model, w, &x, 1, &opt, 1, "capi_optimizer_sgd.pef", NULL, &loss, 1, &n));
   CHECK(has_name(s, SAMBA_NAMES_SECTION_TYPES, "GRADNORM"));
   CHECK(has_name(s, SAMBA_NAMES_ARGINS, "max_grad_norm"));
   CHECK_OK(samba_session_argin(s, "max_grad_norm", &v));
   CHECK_NEAR(v, 0.5, 0);
 
   /* A whole step: the gradient x (norm 5) is clipped to norm 0.5. */
-  samba_tensor_release(loss);
   CHECK_OK(samba_session_run(s, &x, 1, NULL, 0, NULL, &loss, 1, &n));
   CHECK(n == 1);
   check_device_weight(s, w, step);
@@ -133,32 +152,18 @@ static void compiled_sgd_clips_and_runs_opt_alone(void) {
   CHECK_OK(samba_session_run(s, &x, 1, NULL, 0, ro, &loss, 1, &n));
   check_device_weight(s, w, 2 * step + 0.1);
   samba_tensor_release(loss);
-
   samba_run_options_release(ro);
-  samba_compile_options_release(co);
-  samba_optimizer_release(opt);
-  samba_session_release(s);
-  samba_tensor_release(w);
-  samba_tensor_release(x);
+  release_all(s, opt, w, x);
 }
 
 static void zerograd_alone_clears_the_gradient(void) {
   samba_tensor *w = param("wz"), *x = input(), *loss = NULL, *g = NULL;
   samba_optimizer* opt = sgd(0.1, 10, w);
-  samba_session* s = NULL;
-  samba_compile_options* co = NULL;
+  samba_session* s = compile(opt, w, x, "capi_optimizer_zerograd.pef", 1);
   size_t n = 0;
   int64_t k = 0, i;
   double* v;
 
-  CHECK_OK(samba_session_create(NULL, &s));
-  CHECK_OK(samba_compile_options_create(&co));
-  CHECK_OK(samba_compile_options_set_pef_path(co, "capi_optimizer_zerograd.pef"));
-  CHECK_OK(samba_compile_options_set_grad_accumulation(co, 1));
-  CHECK_OK(samba_session_compile(s, model, w, &x, 1, &opt, 1, co));
-  CHECK_OK(
-      samba_session_trace_graph(s, model, w, &x, 1, &opt, 1, "capi_optimizer_zerograd.pef", NULL, &loss, 1, &n));
-  samba_tensor_release(loss);
   CHECK(has_name(s, SAMBA_NAMES_SECTION_TYPES, "ZEROGRAD"));
   CHECK_OK(samba_session_run(s, &x, 1, NULL, 0, NULL, &loss, 1, &n));
   samba_tensor_release(loss);
@@ -174,12 +179,7 @@ static void zerograd_alone_clears_the_gradient(void) {
   for (i = 0; i < k; ++i) CHECK(v[i] == 0);
   free(v);
   samba_tensor_release(g);
-
-  samba_compile_options_release(co);
-  samba_optimizer_release(opt);
-  samba_session_release(s);
-  samba_tensor_release(w);
-  samba_tensor_release(x);
+  release_all(s, opt, w, x);
 }
 
 static void eager_sgd_clips(void) {
@@ -202,7 +202,6 @@ static void adamw_names_match_at_creation_and_run_time(void) {
   samba_attrs* hp = NULL;
   samba_optimizer *opt = NULL, *old = NULL;
   samba_session* s = NULL;
-  samba_compile_options* co = NULL;
   samba_run_options* ro = NULL;
   const double betas[2] = {0.5, 0.75};
   size_t n = 0;
@@ -228,12 +227,7 @@ static void adamw_names_match_at_creation_and_run_time(void) {
   CHECK_FAILS(samba_optimizer_add_param_group(opt, &x, 1, hp), SAMBA_ERR_INVALID_ARGUMENT, "max_grad_norm");
   samba_attrs_release(hp);
 
-  CHECK_OK(samba_session_create(NULL, &s));
-  CHECK_OK(samba_compile_options_create(&co));
-  CHECK_OK(samba_compile_options_set_pef_path(co, "capi_optimizer_adamw.pef"));
-  CHECK_OK(samba_session_compile(s, model, w, &x, 1, &opt, 1, co));
-  CHECK_OK(samba_session_trace_graph(s, model, w, &x, 1, &opt, 1, "capi_optimizer_adamw.pef", NULL, &loss, 1, &n));
-  samba_tensor_release(loss);
+  s = compile(opt, w, x, "capi_optimizer_adamw.pef", 0);
   CHECK(!has_name(s, SAMBA_NAMES_SECTION_TYPES, "GRADNORM"));
   CHECK_OK(samba_session_argin(s, "beta1", &v));
   CHECK_NEAR(v, 0.8, 0);
@@ -245,13 +239,8 @@ static void adamw_names_match_at_creation_and_run_time(void) {
   samba_tensor_release(loss);
   CHECK_OK(samba_session_argin(s, "beta1", &v));
   CHECK_NEAR(v, 0.7, 0);
-
   samba_run_options_release(ro);
-  samba_compile_options_release(co);
-  samba_optimizer_release(opt);
-  samba_session_release(s);
-  samba_tensor_release(w);
-  samba_tensor_release(x);
+  release_all(s, opt, w, x);
 }
 
 static void schemas_mark_the_argins(void) {
