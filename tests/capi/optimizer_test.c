@@ -152,6 +152,14 @@ static void compiled_sgd_clips_and_runs_opt_alone(void) {
   CHECK_OK(samba_session_run(s, &x, 1, NULL, 0, ro, &loss, 1, &n));
   check_device_weight(s, w, 2 * step + 0.1);
   samba_tensor_release(loss);
+  /* A value outside the schema's range is refused, and the run changes nothing. */
+  CHECK_OK(samba_run_options_set_hyperparam(ro, "lr", -0.1));
+  CHECK_FAILS(samba_session_run(s, &x, 1, NULL, 0, ro, &loss, 1, &n), SAMBA_ERR_INVALID_ARGUMENT,
+              "argin 'lr' must be >= 0");
+  check_device_weight(s, w, 2 * step + 0.1);
+  CHECK_FAILS(samba_session_set_argin(s, "max_grad_norm", 0), SAMBA_ERR_INVALID_ARGUMENT, "> 0");
+  CHECK_OK(samba_session_argin(s, "max_grad_norm", &v));
+  CHECK_NEAR(v, 100, 0);
   samba_run_options_release(ro);
   release_all(s, opt, w, x);
 }
