@@ -165,7 +165,7 @@ static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& 
 }
 
 bool AttrRange::contains(double v) const {
-  if (std::isnan(v)) return false;
+  if (!std::isfinite(v)) return false;  // hyperparameters are finite numbers
   return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
 }
 

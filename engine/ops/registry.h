@@ -95,7 +95,7 @@ struct AttrRange {
 
   static AttrRange at_least(double lo) { return {lo, std::numeric_limits<double>::infinity(), false, false}; }
   static AttrRange above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true, false}; }
-  bool contains(double v) const;
+  bool contains(double v) const;  // never for NaN or an infinity
   std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
 };
 
