@@ -11,6 +11,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "compiler/compile.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
@@ -27,7 +29,7 @@ struct samba_session {
 struct samba_optimizer {
   samba::compiler::OptimizerSpec spec;
   // Per parameter, the state of eager steps (samba_optimizer_step).
-  std::unordered_map<const samba::TensorImpl*, std::vector<samba::Tensor>> eager_state;
+  std::unordered_map<const samba::TensorImpl*, std::unordered_map<std::string, samba::Tensor>> eager_state;
 };
 struct samba_compile_options {
   samba::compiler::CompileOptions program;
@@ -128,6 +130,11 @@ std::vector<Tensor> run_op(samba_session* session, const OpDef& op, std::span<co
 // Single-output form, for ops known to return one tensor.
 Tensor run_op1(samba_session* session, std::string_view op, std::span<const Tensor> inputs,
                const Attrs& attrs = {});
+
+// Adds an attribute's run-time facts to its schema JSON object: "argin"
+// (run() may change it by name) and "range" (its valid values; null: any).
+// Shared by samba_op_schema_json and samba_optimizer_schema_json.
+void add_argin_schema(const AttrSpec& a, nlohmann::json& j);
 
 // Host-to-device copy of a host tensor (and its grad) into the device tensor
 // of the same name; a lazy placeholder is materialized on the device.

@@ -43,12 +43,14 @@ std::string schema_json(const OpDef& op) {
   j["attrs"] = nlohmann::json::array();
   for (const auto& a : op.attrs) {
     bool required = std::holds_alternative<std::monostate>(a.default_value) && !a.optional;
-    j["attrs"].push_back({{"name", a.name},
-                          {"type", std::string(attr_type_name(a.type))},
-                          {"doc", a.doc},
-                          {"required", required},
-                          {"optional", a.optional},
-                          {"default", attr_default_json(a.default_value)}});
+    nlohmann::json attr = {{"name", a.name},
+                           {"type", std::string(attr_type_name(a.type))},
+                           {"doc", a.doc},
+                           {"required", required},
+                           {"optional", a.optional},
+                           {"default", attr_default_json(a.default_value)}};
+    samba::capi::add_argin_schema(a, attr);
+    j["attrs"].push_back(std::move(attr));
   }
   return j.dump();
 }

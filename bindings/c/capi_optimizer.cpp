@@ -1,4 +1,7 @@
 // Optimizers: building them for the compiler, and stepping them eagerly.
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "bindings/c/capi.h"
 #include "engine/ops/autograd.h"
 
@@ -7,53 +10,69 @@ using namespace samba::capi;
 
 namespace {
 
-// The host state of one parameter for eager steps, created at its first step.
-std::vector<Tensor>& eager_state(samba_optimizer* o, const Tensor& p, const Attrs& hp) {
-  auto& st = o->eager_state[p.impl()];
-  if (!st.empty()) return st;
-  auto zeros = [&](const Dims& shape, DType dt) { return Tensor::zeros(shape, dt); };
-  if (o->spec.kind == compiler::OptimizerKind::SGD) {
-    if (hp.f("momentum") != 0) st = {zeros(p.shape(), p.dtype()), zeros({}, DType::Float32)};
-  } else {
-    st = {zeros(p.shape(), p.dtype()), zeros(p.shape(), p.dtype()),
-          hp.b("amsgrad") ? zeros(p.shape(), p.dtype()) : Tensor(), zeros({}, DType::Float32)};
+// An eager step: the optimizer's gradients clipped together, then each
+// parameter updated, by the same calls the compiler traces.
+void step(samba_optimizer* o) {
+  const compiler::OptimizerKind kind = o->spec.kind;
+  std::vector<Tensor> all_grads;
+  for (const auto& group : o->spec.groups)
+    for (const Tensor& p : group.params)
+      if (p.impl()->grad) all_grads.emplace_back(p.impl()->grad);
+  compiler::emit_grad_clip(all_grads, compiler::resolve_hyperparameters(kind, o->spec.defaults, {}));
+  for (const auto& group : o->spec.groups) {
+    const Attrs hp = compiler::resolve_hyperparameters(kind, o->spec.defaults, group.hyper);
+    for (const Tensor& p : group.params) {
+      if (!p.impl()->grad) continue;
+      auto& state = o->eager_state[p.impl()];
+      compiler::emit_update(kind, p, Tensor(p.impl()->grad), hp,
+                            [&](const std::string& what, DType dtype, const Dims& shape) {
+                              Tensor& t = state[what];
+                              if (!t.defined()) t = Tensor::zeros(shape, dtype);
+                              return t;
+                            });
+    }
   }
-  return st;
 }
 
-void step_group(samba_session* s, samba_optimizer* o, const compiler::ParamGroup& group) {
-  const Attrs hp = compiler::resolve_hyperparameters(o->spec.kind, o->spec.defaults, group.hyper);
-  std::vector<Tensor> with_grad, grads;
-  for (const Tensor& p : group.params)
-    if (p.impl()->grad) {
-      with_grad.push_back(p);
-      grads.push_back(Tensor(p.impl()->grad));
-    }
-  if (with_grad.empty()) return;
-  if (o->spec.kind == compiler::OptimizerKind::AdamW && hp.has("max_grad_norm"))
-    run_op(s, OpRegistry::global().get("clip_grad_norm"), grads, {{"max_norm", hp.f("max_grad_norm")}});
-  for (size_t i = 0; i < with_grad.size(); ++i) {
-    const Tensor& p = with_grad[i];
-    std::vector<Tensor>& st = eager_state(o, p, hp);
-    if (o->spec.kind == compiler::OptimizerKind::SGD) {
-      std::vector<Tensor> in = {p, grads[i]};
-      in.insert(in.end(), st.begin(), st.end());
-      run_op(s, OpRegistry::global().get("sgd_update"), in,
-             {{"lr", hp.f("lr")}, {"momentum", hp.f("momentum")}, {"dampening", hp.f("dampening")},
-              {"weight_decay", hp.f("weight_decay")}, {"nesterov", hp.b("nesterov")},
-              {"maximize", hp.b("maximize")}});
-    } else {
-      run_op(s, OpRegistry::global().get("adamw_update"), {{p, grads[i], st[0], st[1], st[2], st[3]}},
-             {{"lr", hp.f("lr")}, {"beta1", hp.f("beta1")}, {"beta2", hp.f("beta2")}, {"eps", hp.f("eps")},
-              {"weight_decay", hp.f("weight_decay")}, {"amsgrad", hp.b("amsgrad")},
-              {"maximize", hp.b("maximize")}});
-    }
+nlohmann::json bound(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+std::string schema_json(compiler::OptimizerKind kind) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const compiler::Hyperparameter& h : compiler::hyperparameters(kind)) {
+    nlohmann::json j = {{"name", h.name}, {"type", std::string(attr_type_name(h.spec->type))}, {"doc", h.spec->doc}};
+    add_argin_schema(*h.spec, j);
+    if (const double* d = std::get_if<double>(&h.default_value))
+      j["default"] = *d;
+    else if (const bool* b = std::get_if<bool>(&h.default_value))
+      j["default"] = *b;
+    else
+      j["default"] = nullptr;
+    out.push_back(std::move(j));
   }
+  return out.dump();
 }
 
 }  // namespace
 
+void samba::capi::add_argin_schema(const AttrSpec& a, nlohmann::json& j) {
+  j["argin"] = a.role == AttrRole::Hyperparam;
+  j["range"] = nullptr;
+  if (const auto& r = a.range)
+    j["range"] = {{"min", bound(r->min)}, {"max", bound(r->max)}, {"min_open", r->min_open}, {"max_open", r->max_open}};
+}
+
 extern "C" {
+
+samba_status samba_optimizer_schema_json(const char* kind, const char** out) {
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    require(kind, "kind");
+    const compiler::OptimizerKind k = compiler::optimizer_kind_from_name(kind);
+    static const std::string sgd = schema_json(compiler::OptimizerKind::SGD);
+    static const std::string adamw = schema_json(compiler::OptimizerKind::AdamW);
+    *out = (k == compiler::OptimizerKind::SGD ? sgd : adamw).c_str();
+  });
+}
 
 samba_status samba_optimizer_create(const char* kind, const samba_attrs* defaults, samba_optimizer** out) {
   return SAMBA_GUARDED({
@@ -110,7 +129,11 @@ samba_status samba_optimizer_step(samba_session* s, samba_optimizer* o) {
   return SAMBA_GUARDED({
     require(o, "opt");
     autograd::NoGradGuard no_grad;
-    for (const auto& g : o->spec.groups) step_group(s, o, g);
+    // Without a session the calling thread's current pool is kept, as for
+    // samba_op_call.
+    std::optional<ThreadPool::Scope> pool;
+    if (s) pool.emplace(&s->impl.pool());
+    step(o);
   });
 }
 

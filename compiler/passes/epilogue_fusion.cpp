@@ -1,13 +1,14 @@
 #include "compiler/passes/passes.h"
+#include "engine/ops/gemm_util.h"
 
 namespace samba::compiler {
 namespace {
 
 // The linear epilogue activation a node computes, or "" when it is not one.
 std::string epilogue_activation(const Node& n) {
-  const std::string& op = n.op->name;
-  if (op == "relu" || op == "tanh" || op == "sigmoid") return op;
-  if (op == "gelu") return n.attrs.s("approximate") == "tanh" ? "gelu_tanh" : "gelu_erf";
+  for (const ops::EpilogueActivation& e : ops::epilogue_activations())
+    if (!e.op.empty() && e.op == n.op->name && (e.approximate.empty() || e.approximate == n.attrs.s("approximate")))
+      return std::string(e.name);
   return "";
 }
 

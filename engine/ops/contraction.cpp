@@ -219,9 +219,7 @@ Activation linear_activation(const Attrs& attrs) {
   const std::string& name = attrs.s("activation");
   auto act = activation_from_name(name);
   SAMBA_CHECK(act.has_value(), Status::InvalidArgument,
-              "linear: unknown activation '{}'; expected none, relu, tanh, sigmoid, gelu_erf or "
-              "gelu_tanh",
-              name);
+              "linear: unknown activation '{}'; expected one of: {}", name, epilogue_activation_names());
   return *act;
 }
 
@@ -278,8 +276,9 @@ void register_linear(OpRegistry& r) {
       .input("weight")
       .optional_input("bias")
       .attr("activation", AttrType::String, std::string("none"),
-            "applied to the result by the GEMM epilogue: none, relu, tanh, sigmoid, gelu_erf or "
-            "gelu_tanh (the compiler fuses a following activation op into it)")
+            fmt::format("applied to the result by the GEMM epilogue: one of {} (the compiler fuses a "
+                        "following activation op into it)",
+                        epilogue_activation_names()))
       .fusion(Fusion::Contraction)
       .strided_inputs()
       .flops(contraction_flops([](std::span<const Tensor> in) { return in[0].shape().back(); }))

@@ -15,28 +15,33 @@
 
 namespace samba::ops {
 
+std::span<const EpilogueActivation> epilogue_activations() {
+  static constexpr EpilogueActivation kAll[] = {
+      {Activation::None, "none", "", ""},
+      {Activation::Relu, "relu", "relu", ""},
+      {Activation::Tanh, "tanh", "tanh", ""},
+      {Activation::Sigmoid, "sigmoid", "sigmoid", ""},
+      {Activation::GeluErf, "gelu_erf", "gelu", "none"},
+      {Activation::GeluTanh, "gelu_tanh", "gelu", "tanh"},
+  };
+  return kAll;
+}
+
+std::string epilogue_activation_names() {
+  std::vector<std::string_view> names;
+  for (const EpilogueActivation& e : epilogue_activations()) names.push_back(e.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 std::string_view activation_name(Activation a) {
-  switch (a) {
-    case Activation::None:
-      return "none";
-    case Activation::Relu:
-      return "relu";
-    case Activation::GeluTanh:
-      return "gelu_tanh";
-    case Activation::GeluErf:
-      return "gelu_erf";
-    case Activation::Tanh:
-      return "tanh";
-    case Activation::Sigmoid:
-      return "sigmoid";
-  }
+  for (const EpilogueActivation& e : epilogue_activations())
+    if (e.act == a) return e.name;
   return "?";
 }
 
 std::optional<Activation> activation_from_name(std::string_view name) {
-  for (Activation a : {Activation::None, Activation::Relu, Activation::GeluTanh,
-                       Activation::GeluErf, Activation::Tanh, Activation::Sigmoid})
-    if (activation_name(a) == name) return a;
+  for (const EpilogueActivation& e : epilogue_activations())
+    if (e.name == name) return e.act;
   if (name == "gelu") return Activation::GeluErf;  // PyTorch's default approximation
   return std::nullopt;
 }

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "engine/core/tensor.h"
@@ -25,6 +27,18 @@ enum class Activation : int32_t {
   Tanh = 4,
   Sigmoid = 5
 };
+
+// The epilogue's activations and the registry op each one computes: the one
+// list that the kernels, linear's schema and the compiler's epilogue fusion
+// read, so an activation added here is fused, documented and run at once.
+struct EpilogueActivation {
+  Activation act;
+  std::string_view name;         // linear's `activation` value
+  std::string_view op;           // the op it stands for ("" for none)
+  std::string_view approximate;  // gelu's `approximate` value; "" for other ops
+};
+std::span<const EpilogueActivation> epilogue_activations();
+std::string epilogue_activation_names();  // "none, relu, ...", for docs and errors
 
 std::string_view activation_name(Activation a);  // "none", "relu", "gelu_tanh", ...
 std::optional<Activation> activation_from_name(std::string_view name);

@@ -30,11 +30,6 @@ void check_step(const char* op, const Tensor& step) {
               dims_str(step.shape()));
 }
 
-void check_nonneg(const char* op, const Attrs& a, const char* name) {
-  SAMBA_CHECK(a.f(name) >= 0 && std::isfinite(a.f(name)), Status::InvalidArgument,
-              "{}: {} must be a finite number >= 0, got {}", op, name, a.f(name));
-}
-
 // ---- SGD -----------------------------------------------------------------------
 
 // The flags are hoisted out of the element loop (first step, maximize and
@@ -186,12 +181,16 @@ void register_optimizer(OpRegistry& r) {
       .input("grad")
       .mutated_input("momentum_buffer")
       .mutated_input("step")
-      .attr("lr", AttrType::Float, 1e-3)
-      .attr("momentum", AttrType::Float, 0.0)
-      .attr("dampening", AttrType::Float, 0.0)
-      .attr("weight_decay", AttrType::Float, 0.0)
-      .attr("nesterov", AttrType::Bool, false)
-      .attr("maximize", AttrType::Bool, false)
+      .attr("lr", AttrType::Float, 1e-3, "learning rate")
+      .attr("momentum", AttrType::Float, 0.0, "momentum factor (0: no momentum buffer)")
+      .attr("dampening", AttrType::Float, 0.0, "dampening of the momentum")
+      .attr("weight_decay", AttrType::Float, 0.0, "L2 penalty added to the gradient")
+      .attr("nesterov", AttrType::Bool, false, "Nesterov momentum")
+      .attr("maximize", AttrType::Bool, false, "maximize the objective instead of minimizing it")
+      .argin("lr", AttrRange::at_least(0))
+      .argin("momentum", AttrRange::at_least(0))
+      .argin("dampening", AttrRange::at_least(0))
+      .argin("weight_decay", AttrRange::at_least(0))
       .no_outputs()
       .fusion(Fusion::Opaque)
       .flops([](const InferContext& c, std::span<const TensorMeta>) { return 6.0 * c.inputs[0].numel(); })
@@ -205,7 +204,6 @@ void register_optimizer(OpRegistry& r) {
         const Tensor step = c.inputs.size() > 3 ? c.inputs[3] : Tensor();
         check_like("sgd_update", "momentum_buffer", buf, p);
         check_step("sgd_update", step);
-        for (const char* n : {"lr", "momentum", "dampening", "weight_decay"}) check_nonneg("sgd_update", c.attrs, n);
         const double momentum = c.attrs.f("momentum");
         SAMBA_CHECK(momentum == 0 || (buf.defined() && step.defined()), Status::InvalidArgument,
                     "sgd_update: momentum {} needs a momentum_buffer and a step tensor", momentum);
@@ -235,13 +233,18 @@ void register_optimizer(OpRegistry& r) {
       .mutated_input("exp_avg_sq")
       .mutated_input("max_exp_avg_sq")
       .mutated_input("step")
-      .attr("lr", AttrType::Float, 1e-3)
-      .attr("beta1", AttrType::Float, 0.9)
-      .attr("beta2", AttrType::Float, 0.997)
-      .attr("eps", AttrType::Float, 1e-8)
-      .attr("weight_decay", AttrType::Float, 1e-2)
-      .attr("amsgrad", AttrType::Bool, false)
-      .attr("maximize", AttrType::Bool, false)
+      .attr("lr", AttrType::Float, 1e-3, "learning rate")
+      .attr("beta1", AttrType::Float, 0.9, "decay of the running average of the gradient")
+      .attr("beta2", AttrType::Float, 0.997, "decay of the running average of its square (SambaFlow's default)")
+      .attr("eps", AttrType::Float, 1e-8, "added to the denominator")
+      .attr("weight_decay", AttrType::Float, 1e-2, "decoupled weight decay")
+      .attr("amsgrad", AttrType::Bool, false, "use the running maximum of exp_avg_sq (AMSGrad)")
+      .attr("maximize", AttrType::Bool, false, "maximize the objective instead of minimizing it")
+      .argin("lr", AttrRange::at_least(0))
+      .argin("beta1", AttrRange{0, 1, false, true})
+      .argin("beta2", AttrRange{0, 1, false, true})
+      .argin("eps", AttrRange::above(0))
+      .argin("weight_decay", AttrRange::at_least(0))
       .no_outputs()
       .fusion(Fusion::Opaque)
       .flops([](const InferContext& c, std::span<const TensorMeta>) { return 14.0 * c.inputs[0].numel(); })
@@ -260,13 +263,6 @@ void register_optimizer(OpRegistry& r) {
         check_step("adamw_update", c.inputs[5]);
         SAMBA_CHECK(!c.attrs.b("amsgrad") || c.inputs[4].defined(), Status::InvalidArgument,
                     "adamw_update: amsgrad needs a max_exp_avg_sq tensor");
-        check_nonneg("adamw_update", c.attrs, "lr");
-        check_nonneg("adamw_update", c.attrs, "weight_decay");
-        for (const char* b : {"beta1", "beta2"})
-          SAMBA_CHECK(c.attrs.f(b) >= 0 && c.attrs.f(b) < 1, Status::InvalidArgument,
-                      "adamw_update: {} must be in [0, 1), got {}", b, c.attrs.f(b));
-        SAMBA_CHECK(c.attrs.f("eps") > 0, Status::InvalidArgument, "adamw_update: eps must be > 0, got {}",
-                    c.attrs.f("eps"));
         return {};
       })
       .kernel([](KernelContext& c) {
@@ -285,13 +281,12 @@ void register_optimizer(OpRegistry& r) {
           "or inf), accumulated in double; when it exceeds max_norm every gradient is multiplied, in "
           "place, by max_norm / (total_norm + 1e-6). Returns the total norm (float32, before clipping).")
       .variadic_mutated_input("grads")
-      .attr("max_norm", AttrType::Float, 1.0)
+      .attr("max_norm", AttrType::Float, 1.0, "the largest total norm the gradients keep")
       .attr("norm_type", AttrType::Float, 2.0)
+      .argin("max_norm", AttrRange::above(0))
       .output("total_norm")
       .fusion(Fusion::Opaque)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        SAMBA_CHECK(c.attrs.f("max_norm") > 0, Status::InvalidArgument, "clip_grad_norm: max_norm must be > 0, got {}",
-                    c.attrs.f("max_norm"));
         const double p = c.attrs.f("norm_type");
         SAMBA_CHECK(std::isinf(p) ? p > 0 : p >= 1, Status::InvalidArgument,
                     "clip_grad_norm: norm_type must be >= 1 or inf, got {}", p);

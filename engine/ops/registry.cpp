@@ -1,6 +1,7 @@
 #include "engine/ops/registry.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/core/error.h"
 #include "engine/ops/autograd.h"
@@ -163,6 +164,19 @@ static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& 
   return bad();
 }
 
+bool AttrRange::contains(double v) const {
+  if (!std::isfinite(v)) return false;  // hyperparameters are finite numbers
+  return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+}
+
+std::string AttrRange::str() const {
+  const bool low = std::isfinite(min), high = std::isfinite(max);
+  if (low && high) return fmt::format("in {}{}, {}{}", min_open ? '(' : '[', min, max, max_open ? ')' : ']');
+  if (low) return fmt::format("{} {}", min_open ? ">" : ">=", min);
+  if (high) return fmt::format("{} {}", max_open ? "<" : "<=", max);
+  return "a number";
+}
+
 Attrs OpDef::resolve(const Attrs& given) const {
   for (const auto& [n, v] : given.items()) {
     if (!find_attr(n)) {
@@ -176,7 +190,11 @@ Attrs OpDef::resolve(const Attrs& given) const {
   for (const auto& spec : attrs) {
     const AttrValue* v = given.find(spec.name);
     if (v && !std::holds_alternative<std::monostate>(*v)) {
-      out.set(spec.name, coerce(*this, spec, *v));
+      AttrValue value = coerce(*this, spec, *v);
+      if (const double* x = std::get_if<double>(&value); x && spec.range)
+        SAMBA_CHECK(spec.range->contains(*x), Status::InvalidArgument, "op '{}': {} must be {}, got {}", name,
+                    spec.name, spec.range->str(), *x);
+      out.set(spec.name, std::move(value));
     } else if (!std::holds_alternative<std::monostate>(spec.default_value) || spec.optional) {
       out.set(spec.name, spec.default_value);
     } else {
@@ -281,6 +299,12 @@ OpBuilder& OpBuilder::attr_role(std::string_view name, AttrRole role) {
       return *this;
     }
   fail(Status::Internal, "op '{}': attr_role names unknown attribute '{}'", d_.name, name);
+}
+OpBuilder& OpBuilder::argin(std::string_view name, AttrRange range) {
+  attr_role(name, AttrRole::Hyperparam);
+  for (auto& a : d_.attrs)
+    if (a.name == name) a.range = range;
+  return *this;
 }
 OpBuilder& OpBuilder::flops(FlopsFn f) { d_.flops = std::move(f); return *this; }
 OpBuilder& OpBuilder::infer(InferFn f) { d_.infer = std::move(f); return *this; }

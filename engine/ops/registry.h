@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -79,6 +81,22 @@ enum class AttrRole : uint8_t {
   DropoutRate = 1,  // an argin; evaluation mode (train = false) sets it to 0
   DropoutSeed = 2,  // an argin: the key of the op's random stream
   RngOffset = 3,    // set by the runtime to the step count, so each step draws anew
+  Hyperparam = 4,   // a run-time argin the user sets by name (optimizer hyperparameters)
+};
+
+// The values a numeric attribute accepts, [min, max] with either end open.
+// Part of the schema so that every front end validates, and documents, a
+// hyperparameter the same way.
+struct AttrRange {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  bool max_open = false;
+
+  static AttrRange at_least(double lo) { return {lo, std::numeric_limits<double>::infinity(), false, false}; }
+  static AttrRange above(double lo) { return {lo, std::numeric_limits<double>::infinity(), true, false}; }
+  bool contains(double v) const;  // never for NaN or an infinity
+  std::string str() const;  // ">= 0", "> 0", "in [0, 1)"
 };
 
 struct AttrSpec {
@@ -88,6 +106,7 @@ struct AttrSpec {
   bool optional = false;    // may be absent; kernels test attrs.has(name)
   std::string doc;
   AttrRole role = AttrRole::Plain;
+  std::optional<AttrRange> range = std::nullopt;  // checked by OpDef::resolve
 };
 
 struct OutputSpec {
@@ -189,6 +208,9 @@ class OpBuilder {
   OpBuilder& view_of_contiguous();
   // Gives the already declared attribute `name` a run-time role.
   OpBuilder& attr_role(std::string_view name, AttrRole role);
+  // Marks the already declared numeric attribute `name` as a run-time argin
+  // (AttrRole::Hyperparam) accepting `range`.
+  OpBuilder& argin(std::string_view name, AttrRange range);
   OpBuilder& flops(FlopsFn f);
   OpBuilder& infer(InferFn f);
   OpBuilder& kernel(KernelFn f);

@@ -94,6 +94,20 @@ void Runtime::initialize_state() {
 
 namespace {
 
+// Refuses a value of argin `a` outside the valid range the op schema gives
+// an attribute bound to it (an optimizer hyperparameter such as lr).
+void check_argin_range(const Program& p, int32_t a, const AttrValue& v) {
+  const double x = std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(std::get<int64_t>(v));
+  for (const KernelPlan& k : p.kernels())
+    for (const OpStep& s : k.steps)
+      for (const OpStep::Bound& b : s.bound) {
+        const AttrSpec* spec = b.argin == a ? s.op->find_attr(s.attrs.items()[b.attr].first) : nullptr;
+        SAMBA_CHECK(!spec || !spec->range || spec->range->contains(x), Status::InvalidArgument,
+                    "argin '{}' must be {} (the {} of {}), got {}", p.desc().argins[static_cast<size_t>(a)].name,
+                    spec->range->str(), spec->name, s.op->name, x);
+      }
+}
+
 // Host-to-device copy of `host` into `dst`: through pinned staging blocks
 // when `staged` and the host memory is pageable, directly otherwise (a
 // fast_access tensor lives in pinned memory already; conversions and
@@ -341,10 +355,14 @@ std::vector<int32_t> Runtime::output_tensors(const RunRequest& r) const {
     for (const std::string& n : r.outputs) out.push_back(tensor_index(n, "run: output"));
     return out;
   }
+  // The outputs of the graphs whose forward runs: only FWD computes them,
+  // and a run of other sections (BCKWD, GRADNORM, OPT, ZEROGRAD, REDUCE)
+  // returns nothing rather than stale values.
   std::vector<int32_t> graphs;
   for (int32_t c : select_calls(r)) {
-    const int32_t g = program_->sections()[static_cast<size_t>(d.schedule[c].section)].graph;
-    if (std::find(graphs.begin(), graphs.end(), g) == graphs.end()) graphs.push_back(g);
+    const SectionPlan& sp = program_->sections()[static_cast<size_t>(d.schedule[c].section)];
+    if (sp.type != pef::SectionType::FWD) continue;
+    if (std::find(graphs.begin(), graphs.end(), sp.graph) == graphs.end()) graphs.push_back(sp.graph);
   }
   for (int32_t g : graphs)
     for (int32_t o : d.graphs[static_cast<size_t>(g)].outputs) out.push_back(o);
@@ -379,6 +397,7 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
     }
     SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
                 "run: argin '{}' takes a number, got {}", name, attr_value_str(v));
+    check_argin_range(*program_, a, v);
     updates.emplace_back(a, v);
   }
   SAMBA_CHECK(r.grad_of_outputs.empty() || graphs_run.size() <= 1, Status::InvalidArgument,
@@ -569,6 +588,7 @@ void Runtime::set_argin(std::string_view name, const AttrValue& v) {
   SAMBA_CHECK(a >= 0, Status::NotFound, "the PEF '{}' has no argin '{}'", program_->desc().name, name);
   SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
               "argin '{}' takes a number, got {}", name, attr_value_str(v));
+  check_argin_range(*program_, a, v);
   std::lock_guard<std::mutex> lock(argin_mu_);
   argins_[static_cast<size_t>(a)] = v;
 }

@@ -13,32 +13,47 @@ extern "C" {
 /* ==== Optimizers ========================================================== */
 
 /* An optimizer: SGD or AdamW over parameter groups. The compiler turns it
- * into OPT (and, for AdamW with max_grad_norm, GRADNORM) sections whose
- * numeric hyperparameters are argins run() can change; it can also step
- * eagerly on host tensors (samba_optimizer_step). Not thread-safe: build it
- * on one thread; once built it may be read by compiles on any thread. */
+ * into OPT (and, with max_grad_norm, GRADNORM) sections whose numeric
+ * hyperparameters are argins run() can change; it can also step eagerly on
+ * host tensors (samba_optimizer_step). Not thread-safe: build it on one
+ * thread; once built it may be read by compiles on any thread. */
 typedef struct samba_optimizer samba_optimizer;
 
 /* Creates an optimizer of `kind`, "sgd" or "adamw" (case-insensitive), with
- * the hyperparameters in `defaults` (may be NULL) applied to every group:
- *   sgd:   lr (1e-3), momentum (0), dampening (0), weight_decay (0),
- *          nesterov (false), maximize (false);
- *   adamw: lr (1e-3), betas (floats, (0.9, 0.997) as in SambaFlow) or
- *          beta1/beta2, eps (1e-8), weight_decay (1e-2), amsgrad (false),
- *          maximize (false), max_grad_norm (none: no clipping).
+ * the hyperparameters in `defaults` (may be NULL) applied to every group.
+ * The hyperparameters are the attributes of the op that performs the step
+ * ("sgd_update", "adamw_update": their names, defaults and valid ranges are
+ * in samba_op_schema_json) plus max_grad_norm (no default: no clipping),
+ * which clips all of the optimizer's gradients together as
+ * torch.nn.utils.clip_grad_norm_ does, for SGD and AdamW alike;
+ * samba_optimizer_schema_json lists them all. A hyperparameter has the same
+ * name here as in samba_run_options_set_hyperparam (adamw: beta1, beta2;
+ * defaults 0.9 and 0.997 as in SambaFlow). Deprecated: adamw's "betas" (two
+ * floats) for beta1 and beta2, still accepted.
  * OWNED: release with samba_optimizer_release. Errors: NULL_POINTER,
  * NOT_FOUND (unknown kind or hyperparameter), INVALID_ARGUMENT (a value out
  * of range, such as a negative lr). */
 SAMBA_API samba_status samba_optimizer_create(const char* kind, const samba_attrs* defaults,
                                               samba_optimizer** out);
 
+/* The hyperparameters of optimizer `kind` ("sgd" or "adamw"), read from the
+ * op registry, as a JSON array of objects {"name", "type" ("float" or
+ * "bool"), "default" (null: none), "argin" (true: run() may change it
+ * through samba_run_options_set_hyperparam), "range" ({"min", "max",
+ * "min_open", "max_open"}, null bounds unbounded; null: any value), "doc"}.
+ * For bindings that expose optimizers with the registry's defaults, and for
+ * documentation. BORROWED: valid for the life of the process. Errors:
+ * NULL_POINTER, NOT_FOUND (unknown kind). */
+SAMBA_API samba_status samba_optimizer_schema_json(const char* kind, const char** out);
+
 /* Releases an optimizer and the parameter references it holds. Accepts NULL. */
 SAMBA_API void samba_optimizer_release(samba_optimizer* opt);
 
 /* Adds a parameter group: `params` (n tensors that require grad; RETAINED)
- * with hyperparameter overrides `hyper` (may be NULL). Errors: NULL_POINTER,
- * INVALID_ARGUMENT (a tensor that does not require grad, or already in a
- * group), NOT_FOUND / INVALID_ARGUMENT (bad hyperparameters). On failure the
+ * with hyperparameter overrides `hyper` (may be NULL; max_grad_norm is
+ * refused: it is the optimizer's). Errors: NULL_POINTER, INVALID_ARGUMENT (a
+ * tensor that does not require grad, or already in a group),
+ * NOT_FOUND / INVALID_ARGUMENT (bad hyperparameters). On failure the
  * optimizer is unchanged. */
 SAMBA_API samba_status samba_optimizer_add_param_group(samba_optimizer* opt,
                                                        samba_tensor* const* params, size_t n,
@@ -51,7 +66,9 @@ SAMBA_API samba_status samba_optimizer_add_param_group(samba_optimizer* opt,
 SAMBA_API samba_status samba_optimizer_set_argin_prefix(samba_optimizer* opt, const char* prefix);
 
 /* One eager update of every parameter that has a gradient (tensors without
- * one are skipped, as in PyTorch), on the host, with the optimizer's own
+ * one are skipped, as in PyTorch), after clipping them together when
+ * max_grad_norm is set, on the host, by the same update ops the compiled
+ * OPT section runs, with the optimizer's own
  * state (momentum buffers, moments) kept in the optimizer. Runs on
  * `session`'s pool (NULL: the default pool). Errors: NULL_POINTER,
  * INVALID_STATE (a parameter without data). */

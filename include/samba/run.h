@@ -109,9 +109,11 @@ SAMBA_API samba_status samba_run_options_set_section_ids(samba_run_options* opts
  * INVALID_ARGUMENT (a bound below -1). */
 SAMBA_API samba_status samba_run_options_set_call_range(samba_run_options* opts,
                                                         int64_t from_call, int64_t until_call);
-/* hyperparam_dict: sets argin `name` (lr, momentum, dropout_3.p, ...) for
- * this run and the ones after it. Errors: NULL_POINTER. Unknown names are
- * reported by the run (NOT_FOUND, listing the PEF's argins). */
+/* hyperparam_dict: sets argin `name` (lr, momentum, beta1, max_grad_norm,
+ * dropout_3.p, ...: the names samba_optimizer_create takes) for this run and
+ * the ones after it. Errors: NULL_POINTER. Unknown names are reported by the
+ * run (NOT_FOUND, listing the PEF's argins), values outside the op schema's
+ * range too (INVALID_ARGUMENT, such as a negative lr). */
 SAMBA_API samba_status samba_run_options_set_hyperparam(samba_run_options* opts,
                                                         const char* name, double value);
 /* Removes every hyperparameter set on the options. Errors: NULL_POINTER. */
@@ -137,14 +139,16 @@ SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* op
  * the device, runs the sections `opts` selects (NULL: the whole schedule),
  * and returns the device values of `output_tensors` (n_output_tensors
  * tensors matched by sn_name, such as trace_graph's outputs; 0: every output
- * of the graphs that ran) as OWNED host tensors in outputs[0..*n_outputs).
+ * of the graphs whose FWD section ran, so a run of only BCKWD, GRADNORM, OPT
+ * or ZEROGRAD sections returns none and takes outputs = NULL, capacity = 0)
+ * as OWNED host tensors in outputs[0..*n_outputs).
  * Runs that change model state (backward, optimizer, ...) on one session
  * are serialized; inference runs may run on many threads at once, each with
  * its own activations, and give the same results as one thread.
  * Errors: NULL_POINTER, INVALID_STATE (no PEF loaded), NOT_FOUND (unknown
  * tensor, section type, section id or argin), SHAPE_MISMATCH /
- * DTYPE_MISMATCH (an input), INVALID_ARGUMENT (both section types and
- * ids), OUT_OF_RANGE (call range; capacity too small: *n_outputs says how
+ * DTYPE_MISMATCH (an input), INVALID_ARGUMENT (an argin out of range;
+ * both section types and ids), OUT_OF_RANGE (call range; capacity too small: *n_outputs says how
  * many are needed), UNSUPPORTED (data parallel). A run refused for its
  * arguments changes nothing: no argin, input or device value. */
 SAMBA_API samba_status samba_session_run(samba_session* session, samba_tensor* const* inputs,
@@ -211,7 +215,8 @@ SAMBA_API samba_status samba_session_name_at(const samba_session* session, int32
 
 /* The current value of argin `name` (its default until a run or
  * samba_session_set_argin changes it). Errors: NULL_POINTER, INVALID_STATE,
- * NOT_FOUND. */
+ * NOT_FOUND; for the setter also INVALID_ARGUMENT (a value outside the op
+ * schema's range, which leaves the argin as it was). */
 SAMBA_API samba_status samba_session_argin(const samba_session* session, const char* name,
                                            double* out);
 SAMBA_API samba_status samba_session_set_argin(samba_session* session, const char* name,

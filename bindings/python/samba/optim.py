@@ -1,19 +1,39 @@
 """samba.optim.SGD and samba.optim.AdamW: optimizers the compiler turns into
 OPT sections (their numeric hyperparameters become argins run() can change),
-which can also step eagerly on host tensors."""
+which can also step eagerly on host tensors.
+
+The hyperparameters' names, defaults and valid ranges are the op registry's
+(samba_optimizer_schema_json); the keyword arguments below only name them, in
+PyTorch's order, and an argument left out takes the registry's default."""
 import ctypes
+import json
 
 from ._lib import call, default_session as session, lib, out_handle
 from .ops import attrs_handle
 from .tensor import to_handles
 
+_schemas = {}
+
+
+def hyperparameters(kind):
+    """The registry's hyperparameters of optimizer `kind` ("sgd", "adamw"):
+    a list of {"name", "type", "default", "argin", "range", "doc"}."""
+    if kind not in _schemas:
+        out = ctypes.c_char_p()
+        call("samba_optimizer_schema_json", kind.encode(), ctypes.byref(out))
+        _schemas[kind] = json.loads(out.value.decode())
+    return _schemas[kind]
+
 
 class Optimizer:
     kind = ""
 
-    def __init__(self, params, **defaults):
-        defaults = {k: v for k, v in defaults.items() if v is not None}
-        ah = attrs_handle(defaults)
+    def __init__(self, params, **hyper):
+        given = {k: v for k, v in hyper.items() if v is not None}
+        # What torch.optim's `defaults` holds: every hyperparameter's value.
+        self.defaults = {h["name"]: h["default"] for h in hyperparameters(self.kind)}
+        self.defaults.update(given)
+        ah = attrs_handle(given)
         try:
             self._h = out_handle("samba_optimizer_create", self.kind.encode(), ah)
         finally:
@@ -58,16 +78,20 @@ class Optimizer:
 class SGD(Optimizer):
     kind = "sgd"
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 maximize=False):
+    def __init__(self, params, lr=None, momentum=None, dampening=None, weight_decay=None, nesterov=None,
+                 maximize=None, max_grad_norm=None):
         super().__init__(params, lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                         nesterov=nesterov, maximize=maximize)
+                         nesterov=nesterov, maximize=maximize, max_grad_norm=max_grad_norm)
 
 
 class AdamW(Optimizer):
     kind = "adamw"
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.997), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False, max_grad_norm=None):
-        super().__init__(params, lr=lr, betas=[float(b) for b in betas], eps=eps, weight_decay=weight_decay,
+    def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None, amsgrad=None, maximize=None,
+                 max_grad_norm=None, beta1=None, beta2=None):
+        # betas is PyTorch's spelling; the optimizer and run()'s
+        # hyperparam_dict name the two argins beta1 and beta2.
+        if betas is not None:
+            beta1, beta2 = (float(b) for b in betas)
+        super().__init__(params, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, maximize=maximize, max_grad_norm=max_grad_norm)
