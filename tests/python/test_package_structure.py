@@ -132,12 +132,11 @@ def test_native_handles_are_released_in_one_place():
                 released = [c for c in ast.walk(node) if isinstance(c, ast.Attribute) and c.attr.endswith("_release")]
                 if released:
                     owners.append(module)
-    # Only NativeHandle (samba._lib) releases, through close(). optim.py's
-    # Optimizer still has its own; it moves onto NativeHandle with the
-    # optimizer work of the same issue.
-    assert set(owners) <= {"samba.optim"}, owners
+    # Only NativeHandle (samba._lib) releases, through close().
+    assert owners == [], owners
     assert "__del__" in vars(NativeHandle)
-    for cls in (samba.SambaTensor, samba.Materializer, samba.SambaGraph, type(samba.session._native)):
+    for cls in (samba.SambaTensor, samba.Materializer, samba.SambaGraph, samba.optim.Optimizer,
+                type(samba.session._native)):
         assert issubclass(cls, NativeHandle), cls
 
 

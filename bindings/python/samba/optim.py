@@ -8,7 +8,7 @@ PyTorch's order, and an argument left out takes the registry's default."""
 import ctypes
 import json
 
-from ._lib import call, default_session as session, lib, out_handle
+from ._lib import NativeHandle, call, default_session as session, lib, out_handle
 from .ops import attrs_handle
 from .tensor import to_handles
 
@@ -25,7 +25,7 @@ def hyperparameters(kind):
     return _schemas[kind]
 
 
-class Optimizer:
+class Optimizer(NativeHandle, release="samba_optimizer_release"):
     kind = ""
 
     def __init__(self, params, **hyper):
@@ -35,7 +35,7 @@ class Optimizer:
         self.defaults.update(given)
         ah = attrs_handle(given)
         try:
-            self._h = out_handle("samba_optimizer_create", self.kind.encode(), ah)
+            super().__init__(out_handle("samba_optimizer_create", self.kind.encode(), ah))
         finally:
             lib.samba_attrs_release(ah)
         self.param_groups = []
@@ -46,16 +46,6 @@ class Optimizer:
                 self.add_param_group(g)
         elif params:
             self.add_param_group({"params": params})
-
-    def __del__(self):
-        h = getattr(self, "_h", None)
-        if h and lib is not None:
-            lib.samba_optimizer_release(h)
-            self._h = None
-
-    @property
-    def handle(self):
-        return self._h
 
     def add_param_group(self, group):
         params = list(group["params"])
