@@ -43,18 +43,20 @@ std::pair<Status, std::string> outcome(const std::function<void()>& f) {
   return {Status::Ok, ""};
 }
 
-#define EXPECT_REFUSED(call, needle)                                          \
-  do {                                                                        \
-    auto [st, msg] = outcome([&] { call; });                                  \
-    EXPECT_EQ(st, Status::CorruptFile) << msg;                                \
-    EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg;     \
+#define EXPECT_REFUSED(call, needle)                                    \
+  do {                                                                  \
+    auto [st, msg] = outcome([&] { call; });                            \
+    EXPECT_EQ(st, Status::CorruptFile) << msg;                          \
+    EXPECT_NE(msg.find(needle), std::string::npos) << "message: " << msg; \
   } while (0)
 
 TEST(FrameCodec, RoundTripsIntoAVectorAndIntoAGivenBuffer) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}, size_t{5} << 20}) {
     const std::vector<uint8_t> raw = sample_bytes(n);
     const std::vector<uint8_t> frame = compress(raw);
-    if (n >= 1000) EXPECT_LT(frame.size(), raw.size());
+    if (n >= 1000) {
+      EXPECT_LT(frame.size(), raw.size());
+    }
     EXPECT_EQ(decompress_frame(frame, raw.size(), "blob"), raw) << n << " bytes";
     std::vector<uint8_t> out(raw.size(), 0xee);
     decompress_frame(frame, out, "frame");
@@ -117,7 +119,8 @@ TEST(FrameCodec, DeclaredSizesAreEnforcedBothWays) {
   EXPECT_REFUSED(decompress_frame(frame, uint64_t{1} << 40, "blob 0"),
                  "blob 0: decompresses to 10000 bytes, declared 1099511627776");
   std::vector<uint8_t> big(10001);
-  EXPECT_REFUSED(decompress_frame(frame, big, "frame 0"), "decompresses to 10000 bytes, declared 10001");
+  EXPECT_REFUSED(decompress_frame(frame, big, "frame 0"),
+                 "decompresses to 10000 bytes, declared 10001");
   EXPECT_REFUSED(decompress_frame(frame, UINT64_MAX, "blob 0"), "is not addressable");
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/pef/program.h"
 #include "engine/rng/init_math.h"
 
 using namespace samba;
