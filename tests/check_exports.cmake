@@ -1,5 +1,6 @@
 cmake_policy(SET CMP0057 NEW)
-# Compares the dynamic symbols libsamba.so defines with the functions samba.h declares.
+# Compares the dynamic symbols libsamba.so defines with the functions samba.h
+# and its per-area parts (include/samba/*.h) declare.
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE nm_out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
@@ -23,7 +24,12 @@ foreach(line ${lines})
   list(APPEND exported ${sym})
 endforeach()
 list(REMOVE_DUPLICATES exported)
-file(READ ${HEADER} header)
+file(GLOB headers ${INCLUDE_DIR}/samba.h ${INCLUDE_DIR}/samba/*.h)
+set(header "")
+foreach(h ${headers})
+  file(READ ${h} part)
+  string(APPEND header "${part}")
+endforeach()
 string(REGEX MATCHALL "SAMBA_API[^;(]*[ *](samba_[a-z0-9_]+)\\(" decls "${header}")
 set(declared "")
 foreach(d ${decls})

@@ -1,0 +1,299 @@
+/* samba/run.h: loading a PEF, running its sections, device tensors, checkpoints.
+ * Part of the C interface; include <samba.h>, which includes every part and
+ * states the conventions (ownership, errors, thread safety) they all follow. */
+#ifndef SAMBA_RUN_H
+#define SAMBA_RUN_H
+
+#include "compile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== Loading and running a PEF ========================================== */
+
+/* SambaSession(pef_path) / reset(pef_path): reads and verifies the PEF at
+ * `path` (every field is checked: a PEF is untrusted input) and loads it on
+ * the session's emulated RDU: device memory laid out by the PEF's memory
+ * plan, weights from the PEF (when it embeds them), everything else zero.
+ * Replaces a program loaded before. Records SAMBA_SET_PEF and
+ * SAMBA_INIT_RUNTIME in the Samba profile. For pure inference no model
+ * callback is needed. Errors: NULL_POINTER, IO (unreadable file),
+ * CORRUPT_FILE (a damaged or inconsistent PEF; the message names the field),
+ * VERSION_MISMATCH (a newer PEF format), OUT_OF_MEMORY. On failure the
+ * session keeps the program it had. */
+SAMBA_API samba_status samba_session_load_pef(samba_session* session, const char* path);
+
+/* SambaSession.reset(''): unloads the program. Accepts a session with none.
+ * Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_session_unload(samba_session* session);
+
+/* Options of samba_session_trace_graph (the seed's trace_graph arguments).
+ * Not thread-safe. */
+typedef struct samba_trace_options samba_trace_options;
+
+/* Defaults: init_output_grads on, transfer_device on, mapping "section",
+ * data_parallel_mode "normal". OWNED. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_trace_options_create(samba_trace_options** out);
+SAMBA_API void samba_trace_options_release(samba_trace_options* opts);
+
+/* Whether output gradients are initialised on the device (ones, unless
+ * customized or left unspecified below). Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_trace_options_set_init_output_grads(samba_trace_options* opts,
+                                                                 int32_t enable);
+/* init_output_grads' unspecified_tensor_grad: the gradient of the output
+ * named `output_name` is left at zero for the app to set (sn_grad, or run's
+ * grad_of_outputs). Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_trace_options_add_unspecified_grad(samba_trace_options* opts,
+                                                                const char* output_name);
+/* init_output_grads' customized_tensors_dict: the gradient of output
+ * `output_name` starts as `values` (RETAINED; copied to the device).
+ * Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_trace_options_set_custom_grad(samba_trace_options* opts,
+                                                           const char* output_name,
+                                                           samba_tensor* values);
+/* Whether weights, buffers and output gradients are copied to the device
+ * (transfer_device). Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_trace_options_set_transfer_device(samba_trace_options* opts,
+                                                               int32_t enable);
+/* "normal" is the only data-parallel mode of a single emulated device;
+ * "inorder" and "optimal" fail with UNSUPPORTED. Errors: NULL_POINTER,
+ * INVALID_ARGUMENT (unknown mode), UNSUPPORTED. */
+SAMBA_API samba_status samba_trace_options_set_data_parallel_mode(samba_trace_options* opts,
+                                                                  const char* mode);
+
+/* utils.trace_graph: reads and verifies the PEF at `pef_path`, traces
+ * `model` again with symbolic stand-ins for `inputs` and checks that the
+ * forward graph matches the one the PEF was compiled from (when it does not,
+ * the error names the first op that differs and shows both), loads the PEF,
+ * registers the host tensors the trace met (parameters, buffers, inputs) by
+ * sn_name, and, with transfer_device, copies the values of those that have
+ * data to the device and initialises the output gradients. `model` may be
+ * NULL to load without re-tracing. `optimizers` are accepted for symmetry
+ * with compile (their state lives in the PEF). Writes the traced outputs
+ * (model.output_tensors: OWNED symbolic tensors named as the PEF's outputs,
+ * to pass to samba_session_run) to `outputs` (capacity entries; may be NULL
+ * when capacity is 0) and their count to *n_outputs. Errors: those of
+ * samba_session_load_pef and samba_session_compile, INVALID_ARGUMENT (the
+ * re-trace differs from the PEF), OUT_OF_RANGE (capacity too small; nothing
+ * is loaded then). */
+SAMBA_API samba_status samba_session_trace_graph(samba_session* session, samba_model_fn model,
+                                                 void* user_data, samba_tensor* const* inputs,
+                                                 size_t n_inputs,
+                                                 samba_optimizer* const* optimizers,
+                                                 size_t n_optimizers, const char* pef_path,
+                                                 const samba_trace_options* opts,
+                                                 samba_tensor** outputs, size_t capacity,
+                                                 size_t* n_outputs);
+
+/* Options of samba_session_run. Not thread-safe; one options object may be
+ * used by many runs one after another. */
+typedef struct samba_run_options samba_run_options;
+
+/* Defaults: the whole schedule, train on, no hyperparameters. OWNED.
+ * Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_run_options_create(samba_run_options** out);
+SAMBA_API void samba_run_options_release(samba_run_options* opts);
+
+/* section_types: run every section of these types, in the order given
+ * ("FWD", "bckwd", "Opt"; case-insensitive). Replaces earlier types.
+ * Errors: NULL_POINTER. Unknown types are reported by the run. */
+SAMBA_API samba_status samba_run_options_set_section_types(samba_run_options* opts,
+                                                           const char* const* types, size_t n);
+/* section_ids: run these sections, in this order. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_run_options_set_section_ids(samba_run_options* opts,
+                                                         const int32_t* ids, size_t n);
+/* run_from_call_id / run_until_call_id: run the schedule's calls with ids
+ * from `from_call` (inclusive) up to `until_call` (exclusive: the run stops
+ * on reaching it); -1 leaves a bound open. Errors: NULL_POINTER,
+ * INVALID_ARGUMENT (a bound below -1). */
+SAMBA_API samba_status samba_run_options_set_call_range(samba_run_options* opts,
+                                                        int64_t from_call, int64_t until_call);
+/* hyperparam_dict: sets argin `name` (lr, momentum, dropout_3.p, ...) for
+ * this run and the ones after it. Errors: NULL_POINTER. Unknown names are
+ * reported by the run (NOT_FOUND, listing the PEF's argins). */
+SAMBA_API samba_status samba_run_options_set_hyperparam(samba_run_options* opts,
+                                                        const char* name, double value);
+/* Removes every hyperparameter set on the options. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_run_options_clear_hyperparams(samba_run_options* opts);
+/* train = 0 is evaluation mode: dropout rates are 0 for the run (the
+ * argins keep their values for later training runs). Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_run_options_set_train(samba_run_options* opts, int32_t train);
+/* grad_of_outputs: per model output, in order, the gradient BCKWD starts
+ * from (NULL entries keep the device's); for the seed's "partial model on
+ * the device, loss on the host" pattern. Tensors are RETAINED. Errors:
+ * NULL_POINTER (grads with n > 0). */
+SAMBA_API samba_status samba_run_options_set_grad_of_outputs(samba_run_options* opts,
+                                                             samba_tensor* const* grads, size_t n);
+/* Data parallelism (data_parallel, reduce_on_rdu, data_parallel_mode). A
+ * run with data_parallel set fails with UNSUPPORTED: one session emulates
+ * one device. Errors: NULL_POINTER. */
+SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* opts,
+                                                           int32_t enable, int32_t reduce_on_rdu,
+                                                           const char* mode);
+
+/* SambaSession.run: copies `inputs` (n_inputs host tensors, matched to the
+ * PEF's tensors by sn_name; inputs not given keep their device values) to
+ * the device, runs the sections `opts` selects (NULL: the whole schedule),
+ * and returns the device values of `output_tensors` (n_output_tensors
+ * tensors matched by sn_name, such as trace_graph's outputs; 0: every output
+ * of the graphs that ran) as OWNED host tensors in outputs[0..*n_outputs).
+ * Runs that change model state (backward, optimizer, ...) on one session
+ * are serialized; inference runs may run on many threads at once, each with
+ * its own activations, and give the same results as one thread.
+ * Errors: NULL_POINTER, INVALID_STATE (no PEF loaded), NOT_FOUND (unknown
+ * tensor, section type, section id or argin), SHAPE_MISMATCH /
+ * DTYPE_MISMATCH (an input), INVALID_ARGUMENT (both section types and
+ * ids), OUT_OF_RANGE (call range; capacity too small: *n_outputs says how
+ * many are needed), UNSUPPORTED (data parallel). A run refused for its
+ * arguments changes nothing: no argin, input or device value. */
+SAMBA_API samba_status samba_session_run(samba_session* session, samba_tensor* const* inputs,
+                                         size_t n_inputs, samba_tensor* const* output_tensors,
+                                         size_t n_output_tensors, const samba_run_options* opts,
+                                         samba_tensor** outputs, size_t capacity,
+                                         size_t* n_outputs);
+
+/* utils.init_output_grads: sets the gradient of every loss output of the
+ * loaded PEF to ones, except the outputs named in `unspecified` (n_unspecified
+ * names; set to zero, for the app to set later) and in `custom_names`
+ * (their values from custom_values, same order). Errors: NULL_POINTER,
+ * INVALID_STATE (no PEF), NOT_FOUND (an unknown output name),
+ * INVALID_ARGUMENT (an output without a gradient), SHAPE_MISMATCH. Checked
+ * before anything changes. */
+SAMBA_API samba_status samba_session_init_output_grads(samba_session* session,
+                                                       const char* const* unspecified,
+                                                       size_t n_unspecified,
+                                                       const char* const* custom_names,
+                                                       samba_tensor* const* custom_values,
+                                                       size_t n_custom);
+
+/* SambaSession.init_multigraph_runtime: loads the multigraph PEF at
+ * `pef_path` and, with transfer_device, copies the values of the tensors
+ * registered by the compile (parameters and buffers that have data) to the
+ * device and sets every output gradient to ones. Errors: those of
+ * samba_session_load_pef. */
+SAMBA_API samba_status samba_session_init_multigraph_runtime(samba_session* session,
+                                                             const char* pef_path,
+                                                             int32_t transfer_device);
+
+/* utils.trace_multigraph: re-traces `graph` (as added with
+ * samba_session_add_graph) and checks it against the graph of the same
+ * name in the loaded PEF, registers the host tensors it met, and writes its
+ * traced outputs (OWNED symbolic tensors named as the PEF names them) to
+ * `outputs`. Errors: NULL_POINTER, INVALID_STATE (no PEF loaded),
+ * NOT_FOUND (the PEF has no graph of that name), INVALID_ARGUMENT (the
+ * re-trace differs), OUT_OF_RANGE (capacity). */
+SAMBA_API samba_status samba_session_trace_multigraph(samba_session* session,
+                                                      const samba_graph* graph,
+                                                      samba_tensor** outputs, size_t capacity,
+                                                      size_t* n_outputs);
+
+/* ---- What the loaded PEF holds ---------------------------------------- */
+
+/* Name lists of the loaded PEF: */
+#define SAMBA_NAMES_SECTION_TYPES 0        /* get_section_types (distinct, schedule order) */
+#define SAMBA_NAMES_WEIGHTS 1              /* get_weight_names */
+#define SAMBA_NAMES_ARGINS 2               /* get_argin_names */
+#define SAMBA_NAMES_DROPOUT_RATE_ARGINS 3  /* get_dropout_rate_argin_names */
+#define SAMBA_NAMES_DROPOUT_SEED_ARGINS 4  /* get_dropout_seed_argin_names */
+#define SAMBA_NAMES_OUTPUTS 5              /* the model outputs' sn_names */
+#define SAMBA_NAMES_INPUTS 6               /* the model inputs' sn_names */
+
+/* Number of names in list `kind`. Errors: NULL_POINTER, INVALID_STATE (no
+ * PEF loaded), INVALID_ARGUMENT (unknown kind). */
+SAMBA_API samba_status samba_session_name_count(const samba_session* session, int32_t kind,
+                                                size_t* out);
+/* Name `index` of list `kind`. BORROWED: valid until the session loads
+ * another PEF or is released. Errors: as samba_session_name_count,
+ * OUT_OF_RANGE. */
+SAMBA_API samba_status samba_session_name_at(const samba_session* session, int32_t kind,
+                                             size_t index, const char** out);
+
+/* The current value of argin `name` (its default until a run or
+ * samba_session_set_argin changes it). Errors: NULL_POINTER, INVALID_STATE,
+ * NOT_FOUND. */
+SAMBA_API samba_status samba_session_argin(const samba_session* session, const char* name,
+                                           double* out);
+SAMBA_API samba_status samba_session_set_argin(samba_session* session, const char* name,
+                                               double value);
+
+/* ---- Device tensors (sn_data, sn_grad, cpu, rdu) ------------------------- */
+
+/* sn_data / sn_grad getters: a new host tensor with a copy of the device
+ * value of t (found by t's sn_name) or of its gradient. OWNED. Errors:
+ * NULL_POINTER, INVALID_STATE (no PEF loaded), NOT_FOUND (no such tensor, or
+ * no gradient: not a trainable parameter of a training PEF). */
+SAMBA_API samba_status samba_tensor_sn_data(samba_session* session, const samba_tensor* t,
+                                            samba_tensor** out);
+SAMBA_API samba_status samba_tensor_sn_grad(samba_session* session, const samba_tensor* t,
+                                            samba_tensor** out);
+/* sn_data / sn_grad setters: copies `values` (same shape; converted to the
+ * device tensor's dtype) to the device. Errors: as the getters,
+ * SHAPE_MISMATCH. */
+SAMBA_API samba_status samba_tensor_set_sn_data(samba_session* session, const samba_tensor* t,
+                                                const samba_tensor* values);
+SAMBA_API samba_status samba_tensor_set_sn_grad(samba_session* session, const samba_tensor* t,
+                                                const samba_tensor* values);
+/* SambaTensor.cpu(): copies the device value of t (and its gradient, when
+ * the PEF has one) into t's host data and grad (a grad is created if t has
+ * none). Errors: as samba_tensor_sn_data, INVALID_STATE (t has no host data). */
+SAMBA_API samba_status samba_tensor_cpu(samba_session* session, samba_tensor* t);
+/* SambaTensor.rdu(): copies t's host data (and grad, when both sides have
+ * one) to the device. Errors: as samba_tensor_set_sn_data. */
+SAMBA_API samba_status samba_tensor_rdu(samba_session* session, samba_tensor* t);
+
+/* get_tensors_by_name: new host tensors with the device values of the n
+ * named tensors, in order. OWNED, written to outputs[0..n). On failure none
+ * is returned. Errors: NULL_POINTER, INVALID_STATE, NOT_FOUND. */
+SAMBA_API samba_status samba_session_get_tensors_by_name(samba_session* session,
+                                                         const char* const* names, size_t n,
+                                                         samba_tensor** outputs);
+
+/* get_samba_tensor_by_name: the host tensor registered under `name` by the
+ * last compile or trace_graph (or update_tensor). OWNED reference (the same
+ * tensor, not a copy). Errors: NULL_POINTER, NOT_FOUND. */
+SAMBA_API samba_status samba_session_get_samba_tensor_by_name(samba_session* session,
+                                                              const char* name,
+                                                              samba_tensor** out);
+
+/* update_tensor: registers `t` (RETAINED) under `name`, replacing what was
+ * there; `t` NULL removes the name. Errors: NULL_POINTER (name). */
+SAMBA_API samba_status samba_session_update_tensor(samba_session* session, const char* name,
+                                                   samba_tensor* t);
+
+/* Which registered tensors a bulk transfer moves. */
+#define SAMBA_TRANSFER_PARAMETERS 1u      /* weights (and their gradients) */
+#define SAMBA_TRANSFER_BUFFERS 2u         /* persistent non-trained state */
+#define SAMBA_TRANSFER_OPTIMIZER_STATE 4u /* momentum, moments, step counters */
+/* to_cpu / to_rdu / sync_buffers_to_cpu / sync_buffers_to_rdu / to_device:
+ * copies every registered tensor of the kinds in `what` (a combination of
+ * SAMBA_TRANSFER_*) from the device to its host tensor, or from the host to
+ * the device. Optimizer state has no host tensors until a to_cpu creates
+ * them (they are then registered under their sn_names). Tensors the PEF
+ * does not know are skipped. Errors: NULL_POINTER, INVALID_STATE. */
+SAMBA_API samba_status samba_session_to_cpu(samba_session* session, uint32_t what);
+SAMBA_API samba_status samba_session_to_rdu(samba_session* session, uint32_t what);
+
+/* ---- Checkpoints ------------------------------------------------------------ */
+
+/* Saves the device values of the loaded PEF's tensors of the kinds in
+ * `what` (SAMBA_TRANSFER_*) to `path`: zstd-compressed and checksummed,
+ * written atomically (a temporary file, fsync, rename). Errors:
+ * NULL_POINTER, INVALID_STATE, IO. */
+SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, const char* path,
+                                                     uint32_t what);
+/* Loads a checkpoint into the device tensors of the same names: the whole
+ * file is verified, and every name, dtype and shape checked, before any
+ * tensor changes. With `strict`, every tensor of the file must exist in the
+ * PEF and every tensor of the kinds in `what` must be in the file. Errors:
+ * NULL_POINTER, INVALID_STATE, IO, CORRUPT_FILE (damaged or truncated),
+ * VERSION_MISMATCH, NOT_FOUND / SHAPE_MISMATCH / DTYPE_MISMATCH (a tensor
+ * does not match). On failure no tensor changes. */
+SAMBA_API samba_status samba_session_load_checkpoint(samba_session* session, const char* path,
+                                                     uint32_t what, int32_t strict);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SAMBA_RUN_H */
