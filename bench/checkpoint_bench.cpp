@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/runtime/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 
 using namespace samba;
 

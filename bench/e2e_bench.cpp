@@ -43,9 +43,9 @@
 #include <string>
 
 #include "bench/e2e_models.h"
-#include "engine/runtime/profile_events.h"
-#include "engine/runtime/profile_report.h"
-#include "engine/runtime/profiler.h"
+#include "engine/profile/profile_events.h"
+#include "engine/profile/profile_report.h"
+#include "engine/profile/profiler.h"
 #include "engine/runtime/runtime.h"
 
 namespace {

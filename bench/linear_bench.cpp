@@ -9,8 +9,8 @@
 #include <Eigen/Core>
 
 #include "engine/core/parallel.h"
+#include "engine/kernels/gemm.h"
 #include "engine/ops/autograd.h"
-#include "engine/ops/gemm_util.h"
 #include "engine/ops/registry.h"
 
 using namespace samba;

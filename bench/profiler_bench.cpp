@@ -4,8 +4,8 @@
 // same with arguments attached.
 #include <benchmark/benchmark.h>
 
-#include "engine/runtime/profile_events.h"
-#include "engine/runtime/profiler.h"
+#include "engine/profile/profile_events.h"
+#include "engine/profile/profiler.h"
 
 using namespace samba;
 

@@ -18,7 +18,7 @@
 
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 #include "engine/pef/reader.h"
 #include "engine/pef/writer.h"
 #include "engine/runtime/runtime.h"

@@ -5,7 +5,7 @@
 #include "bindings/c/capi.h"
 #include "engine/ops/autograd.h"
 #include "engine/pef/reader.h"
-#include "engine/runtime/profile_events.h"
+#include "engine/profile/profile_events.h"
 
 using namespace samba;
 using namespace samba::capi;

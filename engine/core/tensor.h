@@ -132,4 +132,7 @@ class Tensor {
   Ref<TensorImpl> impl_;
 };
 
+// `t` converted to `dtype`, without a copy when it already has it.
+inline Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
 }  // namespace samba

@@ -9,7 +9,8 @@
 // the shape, so the results do not depend on the thread count.
 #include <cmath>
 
-#include "engine/ops/nn_kernel_util.h"
+#include "engine/kernels/row_stats.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

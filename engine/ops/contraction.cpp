@@ -1,11 +1,11 @@
 // Contractions: matmul, linear, addmm, bmm, and the transposed products
 // matmul_nt / matmul_tn their gradients are made of. All read strided
 // operands in place: a transposed layout becomes a GEMM transpose flag; other
-// layouts are copied once (see gemm_util.h).
+// layouts are copied once (see engine/kernels/gemm.h).
 #include <cmath>
 
-#include "engine/ops/gemm_util.h"
-#include "engine/ops/op_util.h"
+#include "engine/kernels/gemm.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

@@ -3,8 +3,8 @@
 // conv2d_backward_input (which is also conv_transpose2d's forward) and
 // conv2d_backward_weight. Each adjoint's gradient is again a convolution, so
 // every op here can be differentiated twice.
-#include "engine/ops/conv_gemm_util.h"
-#include "engine/ops/op_util.h"
+#include "engine/kernels/conv_im2col.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 #include "engine/rng/multithreaded_rng.h"
 
 namespace samba::ops {

@@ -4,7 +4,7 @@
 // gradient is the same op applied to the incoming gradient.
 #include <cmath>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 #include "engine/rng/distributions.h"
 
 namespace samba::ops {

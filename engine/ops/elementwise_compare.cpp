@@ -1,8 +1,8 @@
 // Elementwise predicates and selections: comparisons (eq, ne, lt, le, gt, ge),
 // logical and bitwise ops, where and masked_fill. All broadcast their
 // operands as NumPy does.
-#include "engine/ops/elementwise_loops_util.h"
-#include "engine/ops/elementwise_schema_util.h"
+#include "engine/kernels/elementwise_loops.h"
+#include "engine/ops/elementwise_schema.h"
 
 namespace samba::ops {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/ops/elementwise_loops_util.h"
-#include "engine/ops/elementwise_math_util.h"
-#include "engine/ops/elementwise_schema_util.h"
+#include "engine/kernels/elementwise_loops.h"
+#include "engine/kernels/elementwise_math.h"
+#include "engine/ops/elementwise_schema.h"
 
 namespace samba::ops {
 namespace {

@@ -2,7 +2,8 @@
 // scatter-adds gradient rows into a table-shaped gradient.
 #include <cstring>
 
-#include "engine/ops/nn_kernel_util.h"
+#include "engine/kernels/row_stats.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/ops/op_util.h"
-#include "engine/ops/shape_index_util.h"
+#include "engine/kernels/index_loops.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

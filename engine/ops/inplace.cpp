@@ -4,7 +4,7 @@
 // gradient: they change model state, they are not part of the math.
 #include <cstring>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

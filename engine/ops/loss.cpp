@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/ops/op_util.h"
-#include "engine/ops/reduce_loss_util.h"
+#include "engine/kernels/loss_rows.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

@@ -6,7 +6,7 @@
 // parameter's dtype; the step counter is a float32 scalar.
 #include <cmath>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

@@ -8,9 +8,9 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
-#include "engine/ops/conv_dtype_util.h"
-#include "engine/ops/conv_geometry_util.h"
-#include "engine/ops/op_util.h"
+#include "engine/kernels/conv_dtype.h"
+#include "engine/kernels/conv_geometry.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

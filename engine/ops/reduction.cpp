@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/ops/op_util.h"
-#include "engine/ops/reduce_kernel_util.h"
+#include "engine/kernels/reduce_loops.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

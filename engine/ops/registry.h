@@ -14,51 +14,10 @@
 #include <variant>
 #include <vector>
 
+#include "engine/core/attrs.h"
 #include "engine/core/tensor.h"
 
 namespace samba {
-
-// ---- attributes -------------------------------------------------------------
-
-enum class AttrType { Int, Float, Bool, String, Ints, Floats, DType };
-std::string_view attr_type_name(AttrType t);
-
-using AttrValue =
-    std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>,
-                 std::vector<double>, DType>;
-
-std::string attr_value_str(const AttrValue& v);
-
-// Named attribute values. Resolved attributes (what kernels see) always hold
-// every attribute of the schema with the schema's type; optional ones without
-// a default are std::monostate.
-class Attrs {
- public:
-  Attrs() = default;
-  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> init) : items_(init) {}
-
-  Attrs& set(std::string name, AttrValue v);
-  const AttrValue* find(std::string_view name) const;
-  bool has(std::string_view name) const;  // present and not monostate
-
-  int64_t i(std::string_view name) const;
-  double f(std::string_view name) const;
-  bool b(std::string_view name) const;
-  const std::string& s(std::string_view name) const;
-  const std::vector<int64_t>& ints(std::string_view name) const;
-  const std::vector<double>& floats(std::string_view name) const;
-  DType dtype(std::string_view name) const;
-
-  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
-  // Value of the i-th item, for code that patches resolved attributes in
-  // place (the runtime's argins); the set of names never changes through it.
-  AttrValue& value_at(size_t i) { return items_.at(i).second; }
-  bool operator==(const Attrs& o) const { return items_ == o.items_; }
-
- private:
-  const AttrValue& get(std::string_view name) const;
-  std::vector<std::pair<std::string, AttrValue>> items_;
-};
 
 // ---- schema -----------------------------------------------------------------
 

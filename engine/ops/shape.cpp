@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

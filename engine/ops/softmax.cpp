@@ -13,7 +13,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/ops/nn_kernel_util.h"
+#include "engine/kernels/row_stats.h"
+#include "engine/ops/operands.h"
 
 namespace samba::ops {
 namespace {

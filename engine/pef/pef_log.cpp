@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "engine/pef/file_io.h"
+#include "engine/io/atomic_file.h"
 
 namespace samba::pef {
 namespace {
@@ -283,7 +283,7 @@ std::string format_pef_log(const ProgramDesc& program) { return LogWriter(progra
 
 void write_pef_log(const ProgramDesc& program, const std::string& path) {
   std::string text = format_pef_log(program);
-  write_file_atomically(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  write_file_atomically(path, text);
 }
 
 }  // namespace samba::pef

@@ -15,7 +15,8 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/shape.h"
-#include "engine/ops/registry.h"
+#include "engine/ops/registry.h"  // Fusion, Attrs
+#include "engine/rng/materializer_desc.h"
 
 namespace samba::pef {
 
@@ -171,14 +172,8 @@ struct BlobDesc {
   bool operator==(const BlobDesc&) const = default;
 };
 
-// A built-in materializer (engine/rng): kind ("kaiming_uniform", ...) and
-// its parameters.
-struct MaterializerDesc {
-  std::string kind;
-  Attrs params;
-
-  bool operator==(const MaterializerDesc&) const = default;
-};
+// A built-in materializer (engine/rng/materializer_desc.h), stored in PEFs.
+using MaterializerDesc = rng::MaterializerDesc;
 
 struct MemoryPlanDesc {
   uint64_t arena_bytes[kNumMemTypes] = {0, 0, 0};       // state area per memory type

@@ -7,8 +7,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
-#include "engine/pef/blob_codec.h"
-#include "engine/pef/file_io.h"
+#include "engine/io/file_io.h"
+#include "engine/io/frame_codec.h"
 #include "engine/pef/pef_generated.h"
 #include "engine/pef/verify.h"
 
@@ -252,16 +252,13 @@ std::vector<uint8_t> blob_bytes(const fb::Blob& b, size_t index) {
       break;
     case fb::Compression::Zstd:
       if (size == 0 && stored.empty()) break;
-      data = decompress_blob(stored, size, what);
+      data = decompress_frame(stored, size, what);
       break;
     default:
       fail(Status::CorruptFile, "{}: compression code {} is not one this runtime knows (0..{})",
            what, static_cast<int>(b.compression()), static_cast<int>(fb::Compression::MAX));
   }
-  uint64_t sum = blob_checksum(data);
-  SAMBA_CHECK(sum == b.checksum(), Status::CorruptFile,
-              "{}: checksum mismatch: the {} bytes hash to {:016x}, the file says {:016x}", what,
-              data.size(), sum, b.checksum());
+  verify_xxh64(data, b.checksum(), what);
   return data;
 }
 

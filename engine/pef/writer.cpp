@@ -7,8 +7,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/io/atomic_file.h"
 #include "engine/pef/blob_codec.h"
-#include "engine/pef/file_io.h"
 #include "engine/pef/pef_generated.h"
 
 namespace samba::pef {

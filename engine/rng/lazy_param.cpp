@@ -15,7 +15,7 @@ const std::string kCustom = "custom";
 
 }  // namespace
 
-Materializer::Materializer(pef::MaterializerDesc builtin) {
+Materializer::Materializer(MaterializerDesc builtin) {
   const auto kinds = materializer_kinds();
   SAMBA_CHECK(std::find(kinds.begin(), kinds.end(), builtin.kind) != kinds.end(), Status::NotFound,
               "unknown materializer kind '{}'; the built-in kinds are {}", builtin.kind, fmt::join(kinds, ", "));

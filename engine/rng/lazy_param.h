@@ -21,18 +21,18 @@ class Materializer {
  public:
   // Checks the kind and its parameters' names and types (shape-dependent
   // checks wait for the tensor). Throws NotFound / InvalidArgument.
-  explicit Materializer(pef::MaterializerDesc builtin);
+  explicit Materializer(MaterializerDesc builtin);
   explicit Materializer(MaterializerFn custom);
 
   // "kaiming_uniform", ..., or "custom".
   const std::string& kind() const;
   // The descriptor of a built-in; null for a custom one.
-  const pef::MaterializerDesc* builtin() const { return std::get_if<pef::MaterializerDesc>(&impl_); }
+  const MaterializerDesc* builtin() const { return std::get_if<MaterializerDesc>(&impl_); }
   // Fills `out` (with data) as the materializer says, under `o`.
   void fill(const Tensor& out, const MaterializeOptions& o) const;
 
  private:
-  std::variant<pef::MaterializerDesc, MaterializerFn> impl_;
+  std::variant<MaterializerDesc, MaterializerFn> impl_;
 };
 
 // enable_lazy_param's arguments. No seed: the session's seed.

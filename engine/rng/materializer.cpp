@@ -404,7 +404,7 @@ struct Resolved {
   Params params;
 };
 
-Resolved resolve(const pef::MaterializerDesc& desc, DType dtype, const Dims& shape,
+Resolved resolve(const MaterializerDesc& desc, DType dtype, const Dims& shape,
                  std::string_view tensor_name) {
   const std::string what = tensor_name.empty() ? fmt::format("materializer '{}'", desc.kind)
                                                : fmt::format("materializer '{}' for tensor '{}'",
@@ -462,7 +462,7 @@ MultithreadedRng materializer_rng(const MaterializeOptions& o) {
                                      o.fp32_to_bf16_rounding});
 }
 
-void check_materializer(const pef::MaterializerDesc& desc, DType dtype, const Dims& shape,
+void check_materializer(const MaterializerDesc& desc, DType dtype, const Dims& shape,
                         std::string_view tensor_name) {
   resolve(desc, dtype, shape, tensor_name);
 }
@@ -476,7 +476,7 @@ MaterializeOptions named(const MaterializeOptions& o, const Tensor& out) {
 }
 }  // namespace
 
-void materialize(const pef::MaterializerDesc& desc, const Tensor& out,
+void materialize(const MaterializerDesc& desc, const Tensor& out,
                  const MaterializeOptions& o) {
   SAMBA_CHECK(out.defined(), Status::NullPointer, "materializer '{}': the tensor is undefined",
               desc.kind);

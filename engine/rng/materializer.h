@@ -1,7 +1,7 @@
 // Materializers: what fills a lazily created parameter with its initial
 // values when it is first needed (SambaTensor's `materializer`, used in
 // enable_lazy_param mode). A built-in one is a descriptor, kind plus
-// parameters (pef::MaterializerDesc, stored in PEF files, so a PEF can
+// parameters (MaterializerDesc, stored in PEF files, so a PEF can
 // materialize its own parameters); a custom one is a callable.
 //
 // Built-in kinds, with torch.nn.init's formulas and parameter names (fans
@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "engine/core/tensor.h"
-#include "engine/pef/program.h"
 #include "engine/rng/bf16.h"
+#include "engine/rng/materializer_desc.h"
 #include "engine/rng/multithreaded_rng.h"
 
 namespace samba::rng {
@@ -59,12 +59,12 @@ MultithreadedRng materializer_rng(const MaterializeOptions& o);
 // ill-typed or out-of-range parameter or a shape the kind cannot handle;
 // DTypeMismatch for a dtype it cannot fill. `tensor_name`, when given, is
 // named in messages. Safe on untrusted input (the PEF reader calls it).
-void check_materializer(const pef::MaterializerDesc& desc, DType dtype, const Dims& shape,
+void check_materializer(const MaterializerDesc& desc, DType dtype, const Dims& shape,
                         std::string_view tensor_name = {});
 
 // Fills `out` (a tensor with data, any strides) as `desc` says. Checks first:
 // on error nothing has been written.
-void materialize(const pef::MaterializerDesc& desc, const Tensor& out, const MaterializeOptions& o);
+void materialize(const MaterializerDesc& desc, const Tensor& out, const MaterializeOptions& o);
 
 // A custom materializer: fills `out` (shape and dtype already set) using
 // `rng`, the tensor's stream. Called on the thread that materializes; it may

@@ -36,12 +36,6 @@ DeviceMemory::DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]) {
   for (int m = 0; m < pef::kNumMemTypes; ++m) arenas_[m] = DeviceArena(bytes[m]);
 }
 
-uint64_t DeviceMemory::total_bytes() const {
-  uint64_t n = 0;
-  for (const auto& a : arenas_) n += a.size();
-  return n;
-}
-
 Tensor device_view(const DeviceMemory& memory, const pef::TensorDesc& t) {
   std::byte* base = memory.base(t.mem);
   SAMBA_CHECK(t.nbytes == 0 || (base && t.arena_offset + t.nbytes <= memory.size(t.mem)), Status::Internal,

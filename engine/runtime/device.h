@@ -41,7 +41,6 @@ class DeviceMemory {
   explicit DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]);
   std::byte* base(pef::MemType m) const { return arenas_[static_cast<int>(m)].data(); }
   size_t size(pef::MemType m) const { return arenas_[static_cast<int>(m)].size(); }
-  uint64_t total_bytes() const;
 
  private:
   DeviceArena arenas_[pef::kNumMemTypes];

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "engine/core/error.h"
-#include "engine/runtime/profiler.h"
+#include "engine/profile/profiler.h"
 
 namespace samba::runtime {
 

@@ -46,12 +46,6 @@ int32_t Program::find_argin(std::string_view name) const {
   return it == argin_by_name_.end() ? -1 : it->second;
 }
 
-int32_t Program::find_section_id(int32_t id) const {
-  for (size_t i = 0; i < sections_.size(); ++i)
-    if (sections_[i].id == id) return static_cast<int32_t>(i);
-  return -1;
-}
-
 int32_t Program::root(int32_t t) const {
   const auto& td = desc_.tensors.at(static_cast<size_t>(t));
   return td.role == pef::TensorRole::Alias ? td.alias_of : t;

@@ -73,10 +73,9 @@ class Program {
   // The unit of graph g's whole schedule, or -1.
   int32_t unit_of_graph(int32_t g) const;
 
-  // Index of the tensor / argin / section with that name or id; -1 if none.
+  // Index of the tensor / argin with that name; -1 if none.
   int32_t find_tensor(std::string_view name) const;
   int32_t find_argin(std::string_view name) const;
-  int32_t find_section_id(int32_t id) const;
 
   // The tensor whose bytes tensor t uses (t itself unless it is an alias).
   int32_t root(int32_t t) const;

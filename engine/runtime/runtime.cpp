@@ -9,13 +9,13 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
-#include "engine/ops/autograd.h"
 #include "engine/memory/staged_copy.h"
-#include "engine/runtime/checkpoint.h"
+#include "engine/ops/autograd.h"
+#include "engine/profile/profile_events.h"
+#include "engine/profile/profiler.h"
 #include "engine/runtime/pipeline.h"
-#include "engine/runtime/profile_events.h"
-#include "engine/runtime/profiler.h"
 
 namespace samba::runtime {
 

@@ -89,7 +89,6 @@ class Runtime {
   // Copies `values` (converted to the tensor's dtype, same shape) into the
   // device tensor `name` or its gradient: sn_data / sn_grad setters.
   void write(std::string_view name, const Tensor& values, bool grad = false);
-  bool has_tensor(std::string_view name) const { return program_->find_tensor(name) >= 0; }
   // Fills the device tensor `name` in place with fill(dst): a lazy
   // parameter materialized straight into device memory, with no host copy.
   void fill(std::string_view name, const std::function<void(const Tensor& dst)>& fill);

@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "engine/core/error.h"
-#include "engine/runtime/profile_events.h"
+#include "engine/profile/profile_events.h"
 
 namespace samba {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "engine/core/parallel.h"
+#include "engine/profile/session_profiles.h"
 #include "engine/rng/lazy_param.h"
 #include "engine/runtime/runtime.h"
-#include "engine/runtime/session_profiles.h"
 
 namespace samba {
 

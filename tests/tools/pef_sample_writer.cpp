@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "engine/pef/file_io.h"
+#include "engine/io/atomic_file.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/writer.h"
 #include "pef_sample_program.h"
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   using namespace samba::pef;
+  using samba::write_file_atomically;
   try {
     std::string dir = argv[1];
     ProgramDesc p = sample::resffn_program();

@@ -1,4 +1,4 @@
-#include "engine/runtime/checkpoint.h"
+#include "engine/checkpoint/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -12,8 +12,8 @@
 #include <random>
 #include <set>
 
+#include "engine/checkpoint/checkpoint_format.h"
 #include "engine/core/error.h"
-#include "engine/runtime/checkpoint_format.h"
 
 using namespace samba;
 namespace fs = std::filesystem;

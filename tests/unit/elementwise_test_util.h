@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/ops/op_util.h"
+#include "engine/ops/operands.h"
 #include "error_test_util.h"
 #include "op_test_util.h"
 

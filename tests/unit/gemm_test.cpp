@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/core/parallel.h"
-#include "engine/ops/gemm_util.h"
+#include "engine/kernels/gemm.h"
 
 using namespace samba;
 using namespace samba::ops;

@@ -16,6 +16,7 @@
 
 #include "distribution_test_util.h"
 #include "engine/core/error.h"
+#include "engine/pef/program.h"
 #include "engine/rng/init_math.h"
 #include "op_test_util.h"
 

@@ -12,8 +12,8 @@
 
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/io/file_io.h"
 #include "engine/pef/blob_codec.h"
-#include "engine/pef/file_io.h"
 #include "engine/pef/pef_generated.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/reader.h"

@@ -1,4 +1,4 @@
-#include "engine/runtime/profiler.h"
+#include "engine/profile/profiler.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -16,9 +16,9 @@
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
-#include "engine/runtime/profile_events.h"
-#include "engine/runtime/profile_report.h"
-#include "engine/runtime/session_profiles.h"
+#include "engine/profile/profile_events.h"
+#include "engine/profile/profile_report.h"
+#include "engine/profile/session_profiles.h"
 
 using namespace samba;
 using json = nlohmann::json;

@@ -1,0 +1,447 @@
+#include "engine/kernels/gemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <type_traits>
+#include <unsupported/Eigen/SpecialFunctions>
+#include <vector>
+
+#include "engine/core/dispatch.h"
+#include "engine/core/parallel.h"
+#include "engine/kernels/gemm_dot.h"
+#include "engine/kernels/gemm_packed.h"
+
+namespace samba::ops {
+
+std::span<const EpilogueActivation> epilogue_activations() {
+  static constexpr EpilogueActivation kAll[] = {
+      {Activation::None, "none", "", ""},
+      {Activation::Relu, "relu", "relu", ""},
+      {Activation::Tanh, "tanh", "tanh", ""},
+      {Activation::Sigmoid, "sigmoid", "sigmoid", ""},
+      {Activation::GeluErf, "gelu_erf", "gelu", "none"},
+      {Activation::GeluTanh, "gelu_tanh", "gelu", "tanh"},
+  };
+  return kAll;
+}
+
+std::string epilogue_activation_names() {
+  std::vector<std::string_view> names;
+  for (const EpilogueActivation& e : epilogue_activations()) names.push_back(e.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string_view activation_name(Activation a) {
+  for (const EpilogueActivation& e : epilogue_activations())
+    if (e.act == a) return e.name;
+  return "?";
+}
+
+std::optional<Activation> activation_from_name(std::string_view name) {
+  for (const EpilogueActivation& e : epilogue_activations())
+    if (e.name == name) return e.act;
+  if (name == "gelu") return Activation::GeluErf;  // PyTorch's default approximation
+  return std::nullopt;
+}
+
+namespace {
+std::atomic<GemmKernel> g_kernel{GemmKernel::Auto};
+}  // namespace
+
+void set_gemm_kernel(GemmKernel k) { g_kernel.store(k, std::memory_order_relaxed); }
+GemmKernel gemm_kernel() { return g_kernel.load(std::memory_order_relaxed); }
+
+namespace {
+
+template <typename T>
+using RowMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using ColMajor = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+template <typename M>
+using ConstMap = Eigen::Map<const M, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <typename T>
+using RowMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// Below this many flops a product runs on the calling thread; above it each
+// task gets at least this much (about 5 us on one core: a task handed to a
+// waiting worker costs well under a microsecond).
+constexpr double kMinTaskFlops = 0.5e6;
+// Tile edges are rounded to these so tiles split no register block: the
+// packed kernel's are 6 x 16, Eigen's float blocks 24 x 4.
+constexpr int64_t kTileRowAlign = 24;
+constexpr int64_t kTileColAlign = 16;
+
+// Rows [r0, r0 + rows) x cols [c0, c0 + cols) of one product, then the epilogue.
+template <typename T>
+void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, int64_t rows,
+               int64_t c0, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.k > 0 && gemm_kernel() == GemmKernel::Auto) {
+      if (detail::prefer_dot_sgemm(g, rows)) {
+        detail::dot_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+        return apply_epilogue(c + r0 * g.ldc + c0, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+      }
+      if (detail::has_packed_sgemm() && detail::prefer_packed_sgemm(rows, cols, g.k))
+        return detail::packed_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+    }
+  }
+  T* ct = c + r0 * g.ldc + c0;
+  RowMap<T> cm(ct, rows, cols, Eigen::OuterStride<>(g.ldc));
+  if (g.k == 0) {
+    if (g.beta == T(0))
+      cm.setZero();
+    else if (g.beta != T(1))
+      cm *= g.beta;
+  } else {
+    auto product = [&](const auto& am, const auto& bm) {
+      if (g.beta == T(0)) {
+        cm.noalias() = g.alpha * am * bm;
+      } else {
+        if (g.beta != T(1)) cm *= g.beta;
+        cm.noalias() += g.alpha * am * bm;
+      }
+    };
+    // A transposed operand is the same memory read as a column-major matrix.
+    const Eigen::OuterStride<> sa(g.a.ld), sb(g.b.ld);
+    const T* at = g.a.trans ? a + r0 : a + r0 * g.a.ld;
+    const T* bt = g.b.trans ? b + c0 * g.b.ld : b + c0;
+    if (!g.a.trans && !g.b.trans)
+      product(ConstMap<RowMajor<T>>(at, rows, g.k, sa), ConstMap<RowMajor<T>>(bt, g.k, cols, sb));
+    else if (!g.a.trans)
+      product(ConstMap<RowMajor<T>>(at, rows, g.k, sa), ConstMap<ColMajor<T>>(bt, g.k, cols, sb));
+    else if (!g.b.trans)
+      product(ConstMap<ColMajor<T>>(at, rows, g.k, sa), ConstMap<RowMajor<T>>(bt, g.k, cols, sb));
+    else
+      product(ConstMap<ColMajor<T>>(at, rows, g.k, sa), ConstMap<ColMajor<T>>(bt, g.k, cols, sb));
+  }
+  apply_epilogue(ct, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+}
+
+// How a batch of products is cut into tasks: each product into a grid of
+// tm x tn tiles of (at most) bm x bn. Tasks are few and big: K is never split
+// and, when the work allows, there are just enough tiles to keep every thread
+// busy with little imbalance.
+struct TilePlan {
+  int64_t tm = 1, tn = 1, bm = 0, bn = 0;
+  int64_t tasks = 1;
+};
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads) {
+  TilePlan p;
+  p.bm = m, p.bn = n, p.tasks = batch;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(std::max<int64_t>(k, 1));
+  if (threads <= 1 || flops * static_cast<double>(batch) < 2 * kMinTaskFlops) return p;
+  // Tiles per product: the fewest that spread batch * tiles tasks evenly
+  // (>= 90% of the threads' time busy), without making a tile too small.
+  const int64_t max_tiles = std::max<int64_t>(1, static_cast<int64_t>(flops / kMinTaskFlops));
+  int64_t tiles = 1;
+  for (int64_t t = 1; t <= std::min<int64_t>(max_tiles, 4 * threads); ++t) {
+    const int64_t tasks = batch * t;
+    const int64_t rounds = (tasks + threads - 1) / threads;
+    tiles = t;
+    if (static_cast<double>(tasks) / static_cast<double>(rounds * threads) >= 0.9) break;
+  }
+  // Prefer panels along N (each task streams all of A against its own slice
+  // of B), then split M for the rest.
+  int64_t tn = 1;
+  for (int64_t d = tiles; d >= 1; --d)
+    if (tiles % d == 0 && n / d >= 64) {
+      tn = d;
+      break;
+    }
+  int64_t tm = tiles / tn;
+  if (m / tm < 8) tm = std::max<int64_t>(1, m / 8);
+  p.bn = std::min(n, round_up((n + tn - 1) / tn, kTileColAlign));
+  p.bm = std::min(m, round_up((m + tm - 1) / tm, kTileRowAlign));
+  p.tn = (n + p.bn - 1) / p.bn;
+  p.tm = (m + p.bm - 1) / p.bm;
+  p.tasks = batch * p.tm * p.tn;
+  return p;
+}
+
+template <typename T>
+void run_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
+                 const int64_t* c_off) {
+  if (batch <= 0 || g.m <= 0 || g.n <= 0) return;
+  const TilePlan p = plan_tiles(batch, g.m, g.n, g.k, current_pool().threads());
+  auto task = [&](int64_t t) {
+    const int64_t per = p.tm * p.tn;
+    const int64_t i = t / per, tile = t % per;
+    const int64_t r0 = (tile / p.tn) * p.bm, c0 = (tile % p.tn) * p.bn;
+    gemm_tile(g, g.a.data + (a_off ? a_off[i] : 0), g.b.data + (b_off ? b_off[i] : 0),
+              g.c + (c_off ? c_off[i] : 0), r0, std::min(p.bm, g.m - r0), c0,
+              std::min(p.bn, g.n - c0));
+  };
+  if (p.tasks == 1) return task(0);
+  // Grain: the tasks a chunk takes, so a batch of small products is grouped.
+  const double task_flops = 2.0 * static_cast<double>(p.bm) * static_cast<double>(p.bn) *
+                            static_cast<double>(std::max<int64_t>(g.k, 1));
+  const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinTaskFlops / task_flops));
+  parallel_for(p.tasks, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) task(t);
+  });
+}
+
+template <typename T, typename F>
+void rows_apply(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, F f) {
+  using Row = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
+  using ConstRow = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
+  for (int64_t i = 0; i < rows; ++i) {
+    Row r(c + i * ldc, cols);
+    if (bias)
+      r = f(r + ConstRow(bias, cols));
+    else
+      r = f(r);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void apply_epilogue(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, Activation act) {
+  if (!bias && act == Activation::None) return;
+  // sqrt(2 / pi) and 1 / sqrt(2)
+  constexpr T kGeluTanhScale = T(0.7978845608028654);
+  constexpr T kInvSqrt2 = T(0.7071067811865476);
+  switch (act) {
+    case Activation::None:
+      return rows_apply(c, rows, cols, ldc, bias, [](const auto& x) { return x; });
+    case Activation::Relu:
+      return rows_apply(c, rows, cols, ldc, bias, [](const auto& x) { return x.max(T(0)); });
+    case Activation::Tanh:
+      return rows_apply(c, rows, cols, ldc, bias, [](const auto& x) { return x.tanh(); });
+    case Activation::Sigmoid:
+      return rows_apply(c, rows, cols, ldc, bias, [](const auto& x) { return x.logistic(); });
+    case Activation::GeluTanh:
+      return rows_apply(c, rows, cols, ldc, bias, [&](const auto& x) {
+        return T(0.5) * x * (T(1) + (kGeluTanhScale * (x + T(0.044715) * x.cube())).tanh());
+      });
+    case Activation::GeluErf:
+      return rows_apply(c, rows, cols, ldc, bias,
+                        [&](const auto& x) { return T(0.5) * x * (T(1) + (x * kInvSqrt2).erf()); });
+  }
+}
+
+template <typename T>
+void gemm(const GemmArgs<T>& g) {
+  run_batched(g, 1, nullptr, nullptr, nullptr);
+}
+
+template <typename T>
+void gemm_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
+                  const int64_t* c_off) {
+  run_batched(g, batch, a_off, b_off, c_off);
+}
+
+template void gemm<float>(const GemmArgs<float>&);
+template void gemm<double>(const GemmArgs<double>&);
+template void gemm_batched<float>(const GemmArgs<float>&, int64_t, const int64_t*, const int64_t*,
+                                  const int64_t*);
+template void gemm_batched<double>(const GemmArgs<double>&, int64_t, const int64_t*, const int64_t*,
+                                   const int64_t*);
+template void apply_epilogue<float>(float*, int64_t, int64_t, int64_t, const float*, Activation);
+template void apply_epilogue<double>(double*, int64_t, int64_t, int64_t, const double*, Activation);
+
+// ---- tensor level ------------------------------------------------------------
+
+std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t row_stride,
+                                          int64_t col_stride) {
+  // The stride of a size-1 dim is never used, so it does not constrain the layout.
+  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || row_stride >= cols))
+    return MatrixLayout{rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride, false};
+  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= rows))
+    return MatrixLayout{cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride, true};
+  return std::nullopt;
+}
+
+namespace {
+
+// An operand's last two dims as GEMM input, plus its batch strides broadcast
+// to the output's batch dims.
+struct PreparedOperand {
+  Tensor t;  // the tensor read (a contiguous copy when its layout needed one)
+  MatrixLayout layout;
+  Dims batch_strides;
+};
+
+PreparedOperand prepare(const Tensor& x, bool want_trans, const Dims& batch) {
+  PreparedOperand p;
+  p.t = x;
+  const int64_t r = x.dim();
+  auto layout = [&] {
+    return matrix_layout(p.t.shape()[r - 2], p.t.shape()[r - 1], p.t.strides()[r - 2],
+                         p.t.strides()[r - 1]);
+  };
+  std::optional<MatrixLayout> lay = layout();
+  if (!lay) {
+    p.t = x.contiguous();
+    lay = layout();
+  }
+  p.layout = *lay;
+  p.layout.trans = p.layout.trans != want_trans;  // (Xᵀ)ᵀ = X
+  Dims shape(p.t.shape().begin(), p.t.shape().end() - 2),
+      strides(p.t.strides().begin(), p.t.strides().end() - 2);
+  p.batch_strides = broadcast_strides(shape, strides, batch);
+  return p;
+}
+
+// True when the batch dims and the rows of a non-transposed operand are one
+// evenly strided run of rows, so the batch can be folded into M.
+bool rows_fold(const PreparedOperand& a, const Dims& batch, int64_t m) {
+  if (a.layout.trans) return false;
+  int64_t expected = a.layout.ld * m;
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    if (batch[d] == 1) continue;
+    if (a.batch_strides[d] != expected) return false;
+    expected *= batch[d];
+  }
+  return true;
+}
+
+// Element offsets of every batch entry, walking the batch dims in order.
+std::vector<int64_t> batch_offsets(const Dims& batch, const Dims& strides, int64_t nb) {
+  std::vector<int64_t> off(nb);
+  Dims idx(batch.size(), 0);
+  int64_t o = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    off[i] = o;
+    for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+      o += strides[d];
+      if (++idx[d] < batch[d]) break;
+      o -= strides[d] * batch[d];
+      idx[d] = 0;
+    }
+  }
+  return off;
+}
+
+template <typename T>
+void float_product(const Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                   const ProductEpilogue& ep) {
+  const int64_t r = out.dim();
+  const int64_t m = out.shape()[r - 2], n = out.shape()[r - 1];
+  const int64_t k = trans_a ? a.shape()[a.dim() - 2] : a.shape()[a.dim() - 1];
+  const Dims batch(out.shape().begin(), out.shape().end() - 2);
+  const int64_t nb = numel_of(batch);
+  PreparedOperand pa = prepare(a, trans_a, batch), pb = prepare(b, trans_b, batch);
+  Tensor bias = ep.bias.defined() ? ep.bias.contiguous() : Tensor();
+  SAMBA_CHECK(!bias.defined() || (bias.dtype() == out.dtype() && bias.numel() == n),
+              Status::Internal, "GEMM bias of shape {} does not match {} output columns",
+              dims_str(bias.shape()), n);
+
+  GemmArgs<T> g;
+  g.m = m, g.n = n, g.k = k;
+  g.a = {pa.t.data<T>(), pa.layout.ld, pa.layout.trans};
+  g.b = {pb.t.data<T>(), pb.layout.ld, pb.layout.trans};
+  g.c = out.data<T>();
+  g.ldc = n;
+  g.alpha = static_cast<T>(ep.alpha);
+  g.beta = static_cast<T>(ep.beta);
+  g.bias = bias.defined() ? bias.data<T>() : nullptr;
+  g.act = ep.act;
+  const bool b_shared = std::all_of(pb.batch_strides.begin(), pb.batch_strides.end(),
+                                    [](int64_t s) { return s == 0; });
+  if (nb == 1 || (b_shared && rows_fold(pa, batch, m))) {
+    g.m = nb * m;  // (batch..., m) rows of A against one B: a single product
+    return gemm(g);
+  }
+  std::vector<int64_t> ao = batch_offsets(batch, pa.batch_strides, nb);
+  std::vector<int64_t> bo = batch_offsets(batch, pb.batch_strides, nb);
+  std::vector<int64_t> co(nb);
+  for (int64_t i = 0; i < nb; ++i) co[i] = i * m * n;
+  gemm_batched(g, nb, ao.data(), bo.data(), co.data());
+}
+
+// Integer products wrap like PyTorch's; the sum is carried in int64.
+template <typename T>
+void integer_product(const Tensor& out, const Tensor& a, bool trans_a, const Tensor& b,
+                     bool trans_b, const ProductEpilogue& ep) {
+  const int64_t r = out.dim();
+  const int64_t m = out.shape()[r - 2], n = out.shape()[r - 1];
+  const int64_t k = trans_a ? a.shape()[a.dim() - 2] : a.shape()[a.dim() - 1];
+  const Dims batch(out.shape().begin(), out.shape().end() - 2);
+  const int64_t nb = numel_of(batch);
+  auto batch_part = [&](const Tensor& x) {
+    return broadcast_strides(Dims(x.shape().begin(), x.shape().end() - 2),
+                             Dims(x.strides().begin(), x.strides().end() - 2), batch);
+  };
+  const std::vector<int64_t> ao = batch_offsets(batch, batch_part(a), nb);
+  const std::vector<int64_t> bo = batch_offsets(batch, batch_part(b), nb);
+  // Element strides of op(a) (m x k) and op(b) (k x n).
+  const int64_t ar = a.strides()[a.dim() - 2], ac = a.strides()[a.dim() - 1];
+  const int64_t br = b.strides()[b.dim() - 2], bc = b.strides()[b.dim() - 1];
+  const int64_t sai = trans_a ? ac : ar, sap = trans_a ? ar : ac;
+  const int64_t sbp = trans_b ? bc : br, sbj = trans_b ? br : bc;
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* pc = out.data<T>();
+  Tensor bias = ep.bias.defined() ? ep.bias.contiguous() : Tensor();
+  const T* pbias = bias.defined() ? bias.data<T>() : nullptr;
+  const auto alpha = static_cast<int64_t>(ep.alpha), beta = static_cast<int64_t>(ep.beta);
+  const int64_t grain = std::max<int64_t>(1, kMinGrain / std::max<int64_t>(1, n * k));
+  parallel_for(nb * m, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> acc(n);
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t bi = row / m, i = row % m;
+      std::fill(acc.begin(), acc.end(), 0);
+      for (int64_t p = 0; p < k; ++p) {
+        const int64_t av = static_cast<int64_t>(pa[ao[bi] + i * sai + p * sap]);
+        const T* brow = pb + bo[bi] + p * sbp;
+        for (int64_t j = 0; j < n; ++j) acc[j] += av * static_cast<int64_t>(brow[j * sbj]);
+      }
+      T* crow = pc + row * n;
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t v = alpha * acc[j];
+        if (beta != 0) v += beta * static_cast<int64_t>(crow[j]);
+        if (pbias) v += static_cast<int64_t>(pbias[j]);
+        crow[j] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void batched_product(const Tensor& out, const Tensor& a, bool trans_a, const Tensor& b,
+                     bool trans_b, const ProductEpilogue& ep) {
+  const DType dt = out.dtype();
+  if (out.numel() == 0) return;
+  SAMBA_CHECK(out.is_contiguous() && a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 &&
+                  a.dtype() == dt && b.dtype() == dt,
+              Status::Internal, "batched_product: bad operands {} {} -> {}", dims_str(a.shape()),
+              dims_str(b.shape()), dims_str(out.shape()));
+  switch (dt) {
+    case DType::Float32:
+      return float_product<float>(out, a, trans_a, b, trans_b, ep);
+    case DType::Float64:
+      return float_product<double>(out, a, trans_a, b, trans_b, ep);
+    case DType::BFloat16:
+    case DType::Float16: {
+      // fp32 accumulation: compute in float and round once at the end.
+      Tensor out32 =
+          ep.beta != 0.0 ? out.to(DType::Float32) : Tensor::empty(out.shape(), DType::Float32);
+      ProductEpilogue ep32 = ep;
+      if (ep.bias.defined()) ep32.bias = ep.bias.to(DType::Float32);
+      float_product<float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32), trans_b,
+                           ep32);
+      out.copy_from(out32);
+      return;
+    }
+    case DType::Bool:
+      fail(Status::DTypeMismatch, "matrix products do not support dtype bool");
+    default:
+      SAMBA_CHECK(ep.act == Activation::None, Status::DTypeMismatch,
+                  "activation '{}' needs a floating dtype, got {}", activation_name(ep.act),
+                  dtype_name(dt));
+      SAMBA_DISPATCH_INTEGRAL(dt, "matrix product",
+                              [&] { integer_product<scalar_t>(out, a, trans_a, b, trans_b, ep); });
+  }
+}
+
+}  // namespace samba::ops

@@ -1,0 +1,112 @@
+#include "engine/kernels/gemm_dot.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define SAMBA_DOT_SGEMM 1
+#endif
+
+namespace samba::ops::detail {
+
+#ifndef SAMBA_DOT_SGEMM
+
+bool prefer_dot_sgemm(const GemmArgs<float>&, int64_t) { return false; }
+void dot_sgemm_tile(const GemmArgs<float>&, const float*, const float*, float*, int64_t, int64_t, int64_t,
+                    int64_t) {}
+
+#else
+
+namespace {
+
+// Sums of the lanes of three vectors: {sum a, sum b, sum c, 0}.
+inline __m128 hsum3(__m256 a, __m256 b, __m256 c) {
+  const __m256 ab = _mm256_hadd_ps(a, b);                 // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 cz = _mm256_hadd_ps(c, _mm256_setzero_ps());
+  const __m256 s = _mm256_hadd_ps(ab, cz);                // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// out[i][j] = dot(a_i, b_j) for R rows of A and C rows of B over k elements.
+// R = 4, C = 3 fills the 16 vector registers (12 accumulators, 3 B vectors,
+// one A vector): 7 loads per 12 FMAs, so the loop runs at the FMA rate from L1
+// and L2. Smaller R and C serve the edges with the same code.
+template <int R, int C>
+void block(const float* const* a, const float* const* b, int64_t k, float out[R][4]) {
+  __m256 acc[R][3];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < 3; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    __m256 bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm256_loadu_ps(b[j] + p);
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_loadu_ps(a[i] + p);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  if (p < k) {
+    // The last partial vector, loaded with a mask (masked-off lanes read as 0).
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - (k - p)));
+    __m256 bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm256_maskload_ps(b[j] + p, mask);
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_maskload_ps(a[i] + p, mask);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < R; ++i) _mm_storeu_ps(out[i], hsum3(acc[i][0], acc[i][1], acc[i][2]));
+}
+
+// All R rows from `i` against columns [j, j + C) of the tile.
+template <int R, int C>
+void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i, int64_t j) {
+  const float* ap[R];
+  const float* bp[C];
+  for (int r = 0; r < R; ++r) ap[r] = a + (i + r) * g.a.ld;
+  for (int q = 0; q < C; ++q) bp[q] = b + (j + q) * g.b.ld;
+  float out[R][4];
+  block<R, C>(ap, bp, g.k, out);
+  for (int r = 0; r < R; ++r) {
+    float* dst = c + (i + r) * g.ldc + j;
+    for (int q = 0; q < C; ++q) dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
+  }
+}
+
+// Every row of the tile (blocks of four, then the rest) against C columns.
+template <int C>
+void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
+                  int64_t j) {
+  int64_t i = r0;
+  const int64_t end = r0 + rows;
+  for (; i + 4 <= end; i += 4) rows_block<4, C>(g, a, b, c, i, j);
+  switch (end - i) {
+    case 3:
+      return rows_block<3, C>(g, a, b, c, i, j);
+    case 2:
+      return rows_block<2, C>(g, a, b, c, i, j);
+    case 1:
+      return rows_block<1, C>(g, a, b, c, i, j);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+bool prefer_dot_sgemm(const GemmArgs<float>& g, int64_t rows) {
+  return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 8;
+}
+
+void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                    int64_t rows, int64_t c0, int64_t cols) {
+  // op(B) column j is row j of the stored matrix: contiguous in k.
+  int64_t j = c0;
+  const int64_t end = c0 + cols;
+  for (; j + 3 <= end; j += 3) column_group<3>(g, a, b, c, r0, rows, j);
+  if (end - j == 2) column_group<2>(g, a, b, c, r0, rows, j);
+  if (end - j == 1) column_group<1>(g, a, b, c, r0, rows, j);
+}
+
+#endif
+
+}  // namespace samba::ops::detail
