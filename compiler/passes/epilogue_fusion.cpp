@@ -1,5 +1,5 @@
 #include "compiler/passes/passes.h"
-#include "engine/ops/gemm_util.h"
+#include "engine/kernels/gemm.h"
 
 namespace samba::compiler {
 namespace {

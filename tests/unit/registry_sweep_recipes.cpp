@@ -3,6 +3,7 @@
 // element, and a compile per op) stays within seconds.
 #include "registry_sweep_recipes.h"
 
+#include "engine/kernels/gemm.h"
 #include "engine/ops/autograd.h"
 #include "op_test_util.h"
 
@@ -118,9 +119,9 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["cast"].push_back(with({uniform({2, 3}, -4, 4)}, {{"dtype", DType::Int32}}));
   r["cast"].back().gradient = false;
   r["linear"].push_back(with({uniform({3}), uniform({4, 3})}));
-  for (const char* act : {"relu", "tanh", "sigmoid", "gelu_erf", "gelu_tanh"})
-    r["linear"].push_back(
-        with({uniform({2, 3}), uniform({4, 3}), uniform({4})}, {{"activation", std::string(act)}}));
+  for (const auto& act : ops::epilogue_activations())
+    r["linear"].push_back(with({uniform({2, 3}), uniform({4, 3}), uniform({4})},
+                               {{"activation", std::string(act.name)}}));
   r["matmul"].push_back(with({uniform({3}), uniform({3, 4})}));
   r["matmul"].push_back(with({uniform({3}), uniform({3})}));
   r["matmul"].push_back(with({uniform({2, 1, 2, 3}), uniform({2, 3, 2})}));
