@@ -6,7 +6,7 @@
 
 #include "compiler/memplan/memory_plan.h"
 #include "engine/core/error.h"
-#include "samba.h"
+#include "samba/core.h"
 
 namespace samba::compiler {
 namespace {
