@@ -158,24 +158,6 @@ void digits_gather(const digits_set* d, const int* rows, int n, float* x, int64_
   }
 }
 
-void digits_gather_padded(const digits_set* d, const int* rows, int n, int batch, float* x,
-                          int64_t* y) {
-  int i;
-  digits_gather(d, rows, n, x, y);
-  for (i = n; i < batch; ++i) digits_gather(d, rows, 1, x + (size_t)i * DIGITS_FEATURES, y + i);
-}
-
-int digits_count_correct(const float* logits, const int64_t* labels, int n) {
-  int i, c, correct = 0;
-  for (i = 0; i < n; ++i) {
-    int best = 0;
-    for (c = 1; c < DIGITS_CLASSES; ++c)
-      if (logits[i * DIGITS_CLASSES + c] > logits[i * DIGITS_CLASSES + best]) best = c;
-    correct += best == labels[i];
-  }
-  return correct;
-}
-
 double digits_now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -37,15 +37,6 @@ void digits_shuffle(int* order, int n, uint64_t* state);
 /* Copies rows `rows[0..n)` into x (n x 64 floats) and y (n labels). */
 void digits_gather(const digits_set* d, const int* rows, int n, float* x, int64_t* y);
 
-/* digits_gather into a batch of `batch` rows; a short last batch (n <
- * batch) is padded with copies of its first row. */
-void digits_gather_padded(const digits_set* d, const int* rows, int n, int batch, float* x,
-                          int64_t* y);
-
-/* How many of n rows of logits (n x DIGITS_CLASSES) have their largest
- * value at the row's label. */
-int digits_count_correct(const float* logits, const int64_t* labels, int n);
-
 void* digits_xmalloc(size_t bytes, const char* program);
 double digits_now_seconds(void);
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digits.h"
+#include "digits_pef.h"
 
 #define PROGRAM "lenet_digits"
 #define BATCH 64
@@ -172,40 +172,6 @@ static void compile_and_load(samba_session* s, const Options* o, samba_tensor** 
         "trace_graph");
 }
 
-/* Copies rows into the input tensors: image [BATCH, 1, 8, 8], label [BATCH]. */
-static void fill(const digits_set* d, const int* rows, int n, samba_tensor** in) {
-  float* x = NULL;
-  int64_t* y = NULL;
-  check(samba_tensor_data(in[0], (void**)&x), "samba_tensor_data");
-  check(samba_tensor_data(in[1], (void**)&y), "samba_tensor_data");
-  digits_gather_padded(d, rows, n, BATCH, x, y);
-}
-
-static double held_out_accuracy(samba_session* s, samba_tensor* logits, const digits_set* d,
-                                const int* rows, int n, samba_tensor** in) {
-  const char* fwd = "FWD";
-  samba_run_options* ro = NULL;
-  float z[BATCH * DIGITS_CLASSES];
-  int64_t* y = NULL;
-  int start, correct = 0;
-  check(samba_run_options_create(&ro), "samba_run_options_create");
-  check(samba_run_options_set_section_types(ro, &fwd, 1), "set section types");
-  check(samba_run_options_set_train(ro, 0), "set train");
-  for (start = 0; start < n; start += BATCH) {
-    const int m = n - start < BATCH ? n - start : BATCH;
-    samba_tensor* out = NULL;
-    size_t n_out = 0;
-    fill(d, rows + start, m, in);
-    check(samba_session_run(s, in, 2, &logits, 1, ro, &out, 1, &n_out), "run FWD");
-    check(samba_tensor_copy_to(out, z, sizeof z), "copy logits");
-    check(samba_tensor_data(in[1], (void**)&y), "samba_tensor_data");
-    correct += digits_count_correct(z, y, m);
-    samba_tensor_release(out);
-  }
-  samba_run_options_release(ro);
-  return (double)correct / n;
-}
-
 int main(int argc, char** argv) {
   const Options o = parse_options(argc, argv);
   const int64_t image_shape[4] = {BATCH, 1, 8, 8}, label_shape[1] = {BATCH};
@@ -238,7 +204,7 @@ int main(int argc, char** argv) {
       samba_tensor* loss = NULL;
       size_t n = 0;
       double value = 0;
-      fill(&data, order + n_test + step * BATCH, BATCH, in);
+      digits_fill(&data, order + n_test + step * BATCH, BATCH, BATCH, in[0], in[1], PROGRAM);
       check(samba_session_run(s, in, 2, &traced[0], 1, NULL, &loss, 1, &n), "run");
       check(samba_tensor_item(loss, &value), "item");
       samba_tensor_release(loss);
@@ -247,7 +213,7 @@ int main(int argc, char** argv) {
                       (step + 1) * BATCH / (digits_now_seconds() - t0), step + 1 == steps);
     }
   }
-  acc = held_out_accuracy(s, traced[1], &data, order, n_test, in);
+  acc = digits_accuracy(s, traced[1], &data, order, n_test, BATCH, in[0], in[1], PROGRAM);
   printf("held-out accuracy: %.1f%% (%d digits)\n", 100 * acc, n_test);
 
   samba_tensor_release(traced[0]);

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digits.h"
+#include "digits_pef.h"
 
 #define PROGRAM "resffn_logreg"
 
@@ -307,46 +307,6 @@ static int cmd_compile(const Options* o) {
   return 0;
 }
 
-/* Copies rows of the data set into the input tensors; a short last batch
- * is padded with its first row (padding rows are not counted). */
-static void fill_batch(const digits_set* d, const int* rows, int n, int batch, samba_tensor* image,
-                       samba_tensor* label) {
-  float* x = NULL;
-  int64_t* y = NULL;
-  check(samba_tensor_data(image, (void**)&x), "samba_tensor_data");
-  check(samba_tensor_data(label, (void**)&y), "samba_tensor_data");
-  digits_gather_padded(d, rows, n, batch, x, y);
-}
-
-static double evaluate(samba_session* s, samba_tensor* logits_out, const digits_set* d, const int* rows, int n,
-                       int batch, samba_tensor* image, samba_tensor* label) {
-  const char* fwd = "FWD";
-  samba_run_options* ro = NULL;
-  samba_tensor* in[2];
-  int start, correct = 0;
-  int64_t* y = NULL;
-  float* z = digits_xmalloc(sizeof(float) * (size_t)batch * DIGITS_CLASSES, PROGRAM);
-  in[0] = image;
-  in[1] = label;
-  check(samba_run_options_create(&ro), "samba_run_options_create");
-  check(samba_run_options_set_section_types(ro, &fwd, 1), "set section types");
-  check(samba_run_options_set_train(ro, 0), "set train");
-  for (start = 0; start < n; start += batch) {
-    const int m = n - start < batch ? n - start : batch;
-    samba_tensor* out = NULL;
-    size_t n_out = 0;
-    fill_batch(d, rows + start, m, batch, image, label);
-    check(samba_session_run(s, in, 2, &logits_out, 1, ro, &out, 1, &n_out), "run FWD");
-    check(samba_tensor_copy_to(out, z, sizeof(float) * (size_t)batch * DIGITS_CLASSES), "copy logits");
-    check(samba_tensor_data(label, (void**)&y), "samba_tensor_data");
-    correct += digits_count_correct(z, y, m);
-    samba_tensor_release(out);
-  }
-  samba_run_options_release(ro);
-  free(z);
-  return (double)correct / n;
-}
-
 static int cmd_run(const Options* o, int measure) {
   Model m = model_create(o->hidden);
   samba_optimizer* opt = o->inference ? NULL : sgd(o, &m);
@@ -376,7 +336,7 @@ static int cmd_run(const Options* o, int measure) {
     double t0 = 0, *lat = digits_xmalloc(sizeof(double) * (size_t)o->iterations, PROGRAM);
     int i;
     if (o->inference) check(samba_run_options_set_section_types(ro, &fwd, 1), "set section types");
-    fill_batch(&data, train, o->batch, o->batch, image, label);
+    digits_fill(&data, train, o->batch, o->batch, image, label, PROGRAM);
     for (i = -10; i < o->iterations; ++i) { /* ten warm-up steps first */
       samba_tensor* loss = NULL;
       size_t n = 0;
@@ -430,7 +390,7 @@ static int cmd_run(const Options* o, int measure) {
         samba_tensor* loss = NULL;
         size_t n = 0;
         double value = 0;
-        fill_batch(&data, train + step * o->batch, o->batch, o->batch, image, label);
+        digits_fill(&data, train + step * o->batch, o->batch, o->batch, image, label, PROGRAM);
         check(samba_session_run(s, in, 2, &traced[0], 1, ro, &loss, 1, &n), "run");
         check(samba_tensor_item(loss, &value), "item");
         samba_tensor_release(loss);
@@ -453,7 +413,7 @@ static int cmd_run(const Options* o, int measure) {
   }
 
   if (!measure) {
-    acc = evaluate(s, traced[1], &data, order, n_test, o->batch, image, label);
+    acc = digits_accuracy(s, traced[1], &data, order, n_test, o->batch, image, label, PROGRAM);
     printf("held-out accuracy: %.1f%% (%d digits)\n", 100 * acc, n_test);
   } else {
     acc = 1;

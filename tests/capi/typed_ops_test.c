@@ -30,6 +30,17 @@ static samba_tensor* op1(const char* name, samba_tensor** in, size_t n, samba_at
   return out;
 }
 
+/* Checks `typed`, a typed function's result, against samba_op_call of `name`
+ * on `in` with `attrs`; releases typed and attrs. */
+static void check_against_op_call(samba_tensor* typed, const char* name, samba_tensor** in,
+                                  size_t n, samba_attrs* attrs) {
+  samba_tensor* want = op1(name, in, n, attrs);
+  check_same(typed, want);
+  samba_tensor_release(want);
+  samba_tensor_release(typed);
+  samba_attrs_release(attrs);
+}
+
 static samba_tensor* ramp(const int64_t* shape, size_t ndim, double scale) {
   samba_tensor* t = NULL;
   float* data = NULL;
@@ -45,7 +56,7 @@ static void test_conv2d(samba_session* s) {
   const int64_t xs[] = {2, 2, 6, 5}, ws[] = {3, 2, 3, 3}, bs[] = {3};
   const int64_t stride[] = {2, 1}, padding[] = {1, 2}, ones[] = {1, 1};
   samba_tensor *x = ramp(xs, 4, 0.5), *w = ramp(ws, 4, 0.25), *b = ramp(bs, 1, 1.0);
-  samba_tensor *typed = NULL, *want = NULL, *defaults = NULL, *explicit_ones = NULL, *in[3];
+  samba_tensor *typed = NULL, *defaults = NULL, *explicit_ones = NULL, *in[3];
   samba_attrs* a = NULL;
   in[0] = x;
   in[1] = w;
@@ -54,16 +65,12 @@ static void test_conv2d(samba_session* s) {
   CHECK_OK(samba_attrs_create(&a));
   CHECK_OK(samba_attrs_set_ints(a, "stride", stride, 2));
   CHECK_OK(samba_attrs_set_ints(a, "padding", padding, 2));
-  want = op1("conv2d", in, 3, a);
-  check_same(typed, want);
+  check_against_op_call(typed, "conv2d", in, 3, a);
   /* NULL lists take the schema's defaults; a NULL bias is no bias. */
   CHECK_OK(samba_conv2d(s, x, w, NULL, NULL, 0, NULL, 0, NULL, 0, 1, &defaults));
   CHECK_OK(samba_conv2d(s, x, w, NULL, ones, 2, (const int64_t[]){0, 0}, 2, ones, 2, 1,
                         &explicit_ones));
   check_same(defaults, explicit_ones);
-  samba_attrs_release(a);
-  samba_tensor_release(typed);
-  samba_tensor_release(want);
   samba_tensor_release(defaults);
   samba_tensor_release(explicit_ones);
   samba_tensor_release(x);
@@ -74,7 +81,7 @@ static void test_conv2d(samba_session* s) {
 static void test_linear_and_elementwise(samba_session* s) {
   const int64_t xs[] = {4, 3}, ws[] = {5, 3}, bs[] = {5};
   samba_tensor *x = ramp(xs, 2, 0.3), *w = ramp(ws, 2, 0.2), *b = ramp(bs, 1, 0.1);
-  samba_tensor *typed = NULL, *want = NULL, *in[3];
+  samba_tensor *typed = NULL, *row = NULL, *in[3];
   samba_attrs* a = NULL;
   in[0] = x;
   in[1] = w;
@@ -83,37 +90,22 @@ static void test_linear_and_elementwise(samba_session* s) {
   CHECK_OK(samba_linear_v2(s, x, w, b, "relu", &typed));
   CHECK_OK(samba_attrs_create(&a));
   CHECK_OK(samba_attrs_set_string(a, "activation", "relu"));
-  want = op1("linear", in, 3, a);
-  check_same(typed, want);
-  samba_tensor_release(typed);
-  samba_tensor_release(want);
-  samba_attrs_release(a);
+  check_against_op_call(typed, "linear", in, 3, a);
 
   /* An elementwise op with a float attribute. */
   CHECK_OK(samba_leaky_relu(s, x, 0.25, &typed));
   CHECK_OK(samba_attrs_create(&a));
   CHECK_OK(samba_attrs_set_float(a, "negative_slope", 0.25));
-  want = op1("leaky_relu", in, 1, a);
-  check_same(typed, want);
-  samba_tensor_release(typed);
-  samba_tensor_release(want);
-  samba_attrs_release(a);
+  check_against_op_call(typed, "leaky_relu", in, 1, a);
 
   /* A binary one with broadcasting and alpha: [4, 3] - 2 * [5, 3][0]. */
-  {
-    samba_tensor* row = NULL;
-    CHECK_OK(samba_select(s, w, 0, 0, &row));
-    CHECK_OK(samba_sub_v2(s, x, row, 2.0, &typed));
-    CHECK_OK(samba_attrs_create(&a));
-    CHECK_OK(samba_attrs_set_float(a, "alpha", 2.0));
-    in[1] = row;
-    want = op1("sub", in, 2, a);
-    check_same(typed, want);
-    samba_tensor_release(row);
-    samba_tensor_release(typed);
-    samba_tensor_release(want);
-    samba_attrs_release(a);
-  }
+  CHECK_OK(samba_select(s, w, 0, 0, &row));
+  CHECK_OK(samba_sub_v2(s, x, row, 2.0, &typed));
+  CHECK_OK(samba_attrs_create(&a));
+  CHECK_OK(samba_attrs_set_float(a, "alpha", 2.0));
+  in[1] = row;
+  check_against_op_call(typed, "sub", in, 2, a);
+  samba_tensor_release(row);
   samba_tensor_release(x);
   samba_tensor_release(w);
   samba_tensor_release(b);
@@ -122,31 +114,22 @@ static void test_linear_and_elementwise(samba_session* s) {
 static void test_reduction(samba_session* s) {
   const int64_t xs[] = {3, 4, 2}, dims[] = {0, 2};
   const samba_dtype f64 = SAMBA_FLOAT64;
-  samba_tensor *x = ramp(xs, 3, 0.5), *typed = NULL, *want = NULL, *all = NULL, *in[1];
+  samba_tensor *x = ramp(xs, 3, 0.5), *typed = NULL;
   samba_attrs* a = NULL;
   samba_dtype dt = SAMBA_FLOAT32;
-  in[0] = x;
   CHECK_OK(samba_sum_v2(s, x, dims, 2, 1, &f64, &typed));
+  CHECK_OK(samba_tensor_dtype(typed, &dt));
+  CHECK(dt == SAMBA_FLOAT64);
   CHECK_OK(samba_attrs_create(&a));
   CHECK_OK(samba_attrs_set_ints(a, "dim", dims, 2));
   CHECK_OK(samba_attrs_set_bool(a, "keepdim", 1));
   CHECK_OK(samba_attrs_set_dtype(a, "dtype", SAMBA_FLOAT64));
-  want = op1("sum", in, 1, a);
-  check_same(typed, want);
-  CHECK_OK(samba_tensor_dtype(typed, &dt));
-  CHECK(dt == SAMBA_FLOAT64);
-  samba_tensor_release(typed);
-  samba_tensor_release(want);
-  samba_attrs_release(a);
+  check_against_op_call(typed, "sum", &x, 1, a);
   /* An optional list left NULL is not given: every dim is reduced. */
-  CHECK_OK(samba_var(s, x, NULL, 0, 0, 0, &all));
+  CHECK_OK(samba_var(s, x, NULL, 0, 0, 0, &typed));
   CHECK_OK(samba_attrs_create(&a));
   CHECK_OK(samba_attrs_set_int(a, "correction", 0));
-  want = op1("var", in, 1, a);
-  check_same(all, want);
-  samba_tensor_release(all);
-  samba_tensor_release(want);
-  samba_attrs_release(a);
+  check_against_op_call(typed, "var", &x, 1, a);
   samba_tensor_release(x);
 }
 

@@ -93,6 +93,30 @@ std::string default_text(const AttrSpec& a) {
   }
 }
 
+// How a scalar attribute crosses the C boundary: its C type and the
+// TypedOpCall method that takes it, given by value, or as a pointer when
+// the attribute is optional (NULL: not given).
+struct ScalarForm {
+  const char* type;
+  const char* method;
+  const char* optional_type;
+  const char* optional_method;
+};
+
+const ScalarForm* scalar_form(AttrType t) {
+  static const ScalarForm kInt{"int64_t", "attr", "const int64_t*", "optional"};
+  static const ScalarForm kFloat{"double", "attr", "const double*", "optional"};
+  static const ScalarForm kBool{"int32_t", "flag", "const int32_t*", "optional_flag"};
+  static const ScalarForm kDType{"samba_dtype", "dtype", "const samba_dtype*", "optional_dtype"};
+  switch (t) {
+    case AttrType::Int: return &kInt;
+    case AttrType::Float: return &kFloat;
+    case AttrType::Bool: return &kBool;
+    case AttrType::DType: return &kDType;
+    default: return nullptr;
+  }
+}
+
 struct Function {
   std::string op;
   std::string name;
@@ -132,41 +156,20 @@ Function describe(const OpDef& op, const std::string& name) {
   for (const auto& a : op.attrs) {
     std::string n = names.take(a.name);
     const bool req = required(a);
-    std::string type, method;  // scalar C type and TypedOpCall method; lists add their own
-    switch (a.type) {
-      case AttrType::Int:
-        type = a.optional ? "const int64_t* " : "int64_t ";
-        method = a.optional ? "optional" : "attr";
-        break;
-      case AttrType::Float:
-        type = a.optional ? "const double* " : "double ";
-        method = a.optional ? "optional" : "attr";
-        break;
-      case AttrType::Bool:
-        type = a.optional ? "const int32_t* " : "int32_t ";
-        method = a.optional ? "optional_flag" : "flag";
-        break;
-      case AttrType::DType:
-        type = a.optional ? "const samba_dtype* " : "samba_dtype ";
-        method = a.optional ? "optional_dtype" : "dtype";
-        break;
-      case AttrType::String:
-        type = "const char* ";
-        f.body.push_back(fmt::format("string(\"{}\", {}, {})", a.name, n, req));
-        break;
-      case AttrType::Ints:
-      case AttrType::Floats: {
-        const bool ints = a.type == AttrType::Ints;
-        f.params.push_back({fmt::format("const {}* {}, size_t n_{}", ints ? "int64_t" : "double",
-                                        n, n),
-                            n});
-        f.body.push_back(
-            fmt::format("{}(\"{}\", {}, n_{}, {})", ints ? "ints" : "floats", a.name, n, n, req));
-        break;
-      }
+    if (const ScalarForm* form = scalar_form(a.type)) {
+      f.params.push_back({fmt::format("{} {}", a.optional ? form->optional_type : form->type, n), n});
+      f.body.push_back(fmt::format("{}(\"{}\", {})",
+                                   a.optional ? form->optional_method : form->method, a.name, n));
+    } else if (a.type == AttrType::String) {
+      f.params.push_back({"const char* " + n, n});
+      f.body.push_back(fmt::format("string(\"{}\", {}, {})", a.name, n, req));
+    } else {
+      const bool ints = a.type == AttrType::Ints;
+      f.params.push_back(
+          {fmt::format("const {}* {}, size_t n_{}", ints ? "int64_t" : "double", n, n), n});
+      f.body.push_back(
+          fmt::format("{}(\"{}\", {}, n_{}, {})", ints ? "ints" : "floats", a.name, n, n, req));
     }
-    if (!method.empty()) f.body.push_back(fmt::format("{}(\"{}\", {})", method, a.name, n));
-    if (!type.empty()) f.params.push_back({type + n, n});
     wrap(doc, fmt::format(" *   {} ({}, {}):", n, samba::attr_type_name(a.type), default_text(a)),
          a.doc, " *     ");
   }
