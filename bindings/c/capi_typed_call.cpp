@@ -35,7 +35,7 @@ void TypedOpCall::string(const char* name, const char* v, bool required) {
 }
 
 samba_status call_typed_op(const char* fn, samba_session* session, const char* op,
-                           std::span<samba_tensor** const> outs, const TypedOpArgs& args) noexcept {
+                           std::span<samba_tensor** const> outs, TypedOpArgs args) noexcept {
   for (samba_tensor** o : outs)
     if (o) *o = nullptr;
   return guarded(fn, [&] {
@@ -52,7 +52,7 @@ samba_status call_typed_op(const char* fn, samba_session* session, const char* o
 
 samba_status call_typed_op_variadic(const char* fn, samba_session* session, const char* op,
                                     samba_tensor** outputs, size_t capacity, size_t* n_outputs,
-                                    const TypedOpArgs& args) noexcept {
+                                    TypedOpArgs args) noexcept {
   if (outputs)
     for (size_t i = 0; i < capacity; ++i) outputs[i] = nullptr;
   if (n_outputs) *n_outputs = 0;

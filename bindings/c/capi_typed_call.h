@@ -4,8 +4,8 @@
 // same path as samba_op_call (run_op), with the same ownership and errors.
 #pragma once
 
-#include <functional>
 #include <span>
+#include <type_traits>
 
 #include "bindings/c/capi.h"
 
@@ -50,17 +50,32 @@ class TypedOpCall {
   Attrs attrs_;
 };
 
-using TypedOpArgs = std::function<void(TypedOpCall&)>;
+// The generated function's lambda that fills a TypedOpCall, borrowed for
+// the duration of the call: unlike std::function it never allocates, so
+// nothing can throw before call_typed_op's boundary catches it.
+class TypedOpArgs {
+ public:
+  template <typename F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, TypedOpArgs>)
+  TypedOpArgs(F&& f) noexcept  // NOLINT(google-explicit-constructor): a lambda argument
+      : fn_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* fn, TypedOpCall& c) { (*static_cast<std::remove_reference_t<F>*>(fn))(c); }) {}
+  void operator()(TypedOpCall& c) const { call_(fn_, c); }
+
+ private:
+  void* fn_;
+  void (*call_)(void*, TypedOpCall&);
+};
 
 // An op with a fixed number of outputs (zero for in-place ops): each
 // out-parameter receives one OWNED tensor, all are NULL after a failure.
 samba_status call_typed_op(const char* fn, samba_session* session, const char* op,
-                           std::span<samba_tensor** const> outs, const TypedOpArgs& args) noexcept;
+                           std::span<samba_tensor** const> outs, TypedOpArgs args) noexcept;
 
 // An op whose output count is decided by inference (split, chunk): as
 // samba_op_call's outputs / capacity / n_outputs.
 samba_status call_typed_op_variadic(const char* fn, samba_session* session, const char* op,
                                     samba_tensor** outputs, size_t capacity, size_t* n_outputs,
-                                    const TypedOpArgs& args) noexcept;
+                                    TypedOpArgs args) noexcept;
 
 }  // namespace samba::capi

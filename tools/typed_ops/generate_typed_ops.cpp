@@ -53,6 +53,8 @@ class Names {
     return name;
   }
 
+ bool taken(const std::string& name) const { return used_.count(name) != 0; }
+
  private:
   std::set<std::string> used_{"session"};
 };
@@ -184,7 +186,10 @@ Function describe(const OpDef& op, const std::string& name) {
          " *     ");
   } else {
     for (const auto& o : op.outputs) {
-      std::string n = names.take(op.outputs.size() == 1 ? std::string("out") : "out_" + o.name);
+      // One output is `out` (`result` when an input has that name).
+      std::string n = names.take(op.outputs.size() > 1 ? "out_" + o.name
+                                 : names.taken("out") ? "result"
+                                                      : "out");
       f.params.push_back({"samba_tensor** " + n, n});
       f.outs.push_back(n);
       wrap(doc, " *   " + n + ":", "OWNED result, NULL after a failure. " + o.doc, " *     ");
