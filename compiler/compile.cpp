@@ -1,7 +1,7 @@
 #include "compiler/compile.h"
 
 #include "compiler/lower/lower_program.h"
-#include "compiler/passes/passes.h"
+#include "compiler/passes/pipeline.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 
@@ -51,6 +51,11 @@ void trace_model(const GraphSpec& spec, CompiledGraph& cg, Tracer& tracer) {
   {
     Tracer::Active active(tracer);
     outputs = spec.model(inputs);
+    // A view has no storage of its own (the PEF gives it the alias role, and
+    // the runtime returns only outputs), so an output that is one is copied.
+    for (Tensor& out : outputs)
+      if (out.defined() && g.value(tracer.value_of(out)).is_view())
+        out = call1("cast", {out}, {{"dtype", out.dtype()}});
   }
   SAMBA_CHECK(!outputs.empty(), Status::InvalidArgument, "compile: the model of graph '{}' returned no outputs",
               spec.name);
@@ -80,8 +85,7 @@ CompiledGraph trace_forward(const GraphSpec& spec) {
 pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const CompileOptions& opts,
                                  std::vector<CompiledGraph>* compiled) {
   SAMBA_CHECK(!specs.empty(), Status::InvalidArgument, "compile: no graph to compile");
-  SAMBA_CHECK(opts.opt_level == 0 || opts.opt_level == 1, Status::InvalidArgument,
-              "compile: optimization level {} is not supported; expected 0 (o0) or 1 (o1)", opts.opt_level);
+  const OptLevel& level = opt_level(opts.opt_level);
   std::vector<CompiledGraph> graphs;
   graphs.reserve(specs.size());
   for (const GraphSpec& spec : specs) {
@@ -117,14 +121,8 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
       for (size_t i = 0; i < spec.optimizers.size(); ++i)
         emit_optimizer(g, tracer, spec.optimizers[i], static_cast<int>(i));
     }
-    if (opts.opt_level >= 1) {
-      fold_constants(g);
-      eliminate_common_subexpressions(g);
-      fuse_gemm_epilogues(g);
-    }
-    eliminate_dead_code(g);
-    g.verify();
-    cg.kernels = form_kernels(g, opts.opt_level);
+    g = run_passes(std::move(g), level.passes);
+    cg.kernels = form_kernels(g, level.fuse_elementwise);
     cg.sections = cut_sections(cg.kernels);
     log::debug("compile: graph '{}': {} nodes, {} kernels, {} sections", g.name, g.nodes.size(),
                cg.kernels.size(), cg.sections.size());

@@ -34,7 +34,7 @@ struct GraphSpec {
 
 struct CompileOptions {
   std::string name = "model";
-  int opt_level = 1;  // 0: one op per kernel, no rewriting; 1: the passes
+  int opt_level = 1;  // 0 (o0) or 1 (o1): the levels of passes/pipeline.h
   bool io_host_memory = false;
   // Store the current values of parameters and buffers that have data in
   // the PEF, so it runs without the app's tensors (pure inference loads).

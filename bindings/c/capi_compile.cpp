@@ -206,6 +206,7 @@ samba_status samba_compile_options_set_output_grad(samba_compile_options* o, siz
     SAMBA_CHECK(index < 4096, Status::OutOfRange, "output index {} is out of range", index);
     compiler::OutputGradSpec spec;
     spec.mode = static_cast<compiler::OutputGradMode>(mode);
+    spec.given = true;
     if (mode == SAMBA_OUTPUT_GRAD_CUSTOM) {
       require(values, "values");
       const Tensor v = tensor(values);

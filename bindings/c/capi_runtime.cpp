@@ -72,9 +72,19 @@ void require_output(const pef::ProgramDesc& p, const std::string& name) {
        fmt::join(all, ", "));
 }
 
-// The values each output gradient of graph g starts from: ones, zeros for
-// the outputs named in `zeroed`, or the given values. Everything is checked
-// here, before the caller changes anything.
+// Fills `dst` with copies of `bytes` one after the other: a micro-batched
+// output gradient holds one compiled micro-batch's values per micro-batch.
+void fill_repeated(Tensor& dst, const std::vector<uint8_t>& bytes) {
+  if (bytes.empty() || dst.nbytes() % bytes.size() != 0) return;
+  auto* out = static_cast<uint8_t*>(dst.raw_data());
+  for (size_t at = 0; at < dst.nbytes(); at += bytes.size()) std::copy(bytes.begin(), bytes.end(), out + at);
+}
+
+// The values each output gradient of graph g starts from: the compiled ones
+// (the PEF's blob: ones for a loss, zeros for an output that is not one, the
+// app's custom values), ones when the PEF has none, zeros for the outputs
+// named in `zeroed`, or the given values. Everything is checked here, before
+// the caller changes anything.
 std::vector<std::pair<std::string, Tensor>> output_grad_values(
     const pef::ProgramDesc& p, const pef::GraphDesc& g, const std::vector<std::string>& zeroed,
     const std::vector<std::pair<std::string, Tensor>>& custom) {
@@ -96,6 +106,7 @@ std::vector<std::pair<std::string, Tensor>> output_grad_values(
     const bool scaled = og.batch_dim < 0 && g.micro_batch_size > 0 && g.micro_batch_size < g.batch_size;
     values[i].copy_from(Tensor::scalar(
         scaled ? static_cast<double>(g.micro_batch_size) / static_cast<double>(g.batch_size) : 1.0, og.dtype));
+    if (og.blob >= 0) fill_repeated(values[i], p.blobs[static_cast<size_t>(og.blob)].data);
   }
   for (const auto& n : zeroed) values[index_of(n)].copy_from(Tensor::scalar(0.0, values[index_of(n)].dtype()));
   for (const auto& [n, v] : custom) {

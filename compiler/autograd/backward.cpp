@@ -1,6 +1,7 @@
 #include "compiler/autograd/backward.h"
 
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 
 namespace samba::compiler {
 namespace {
@@ -14,7 +15,7 @@ std::vector<bool> requires_grad_values(const Graph& g) {
   for (const Value& v : g.values)
     if (v.kind == ValueKind::Parameter && v.requires_grad) req[v.id] = true;
   for (const Node& n : g.nodes) {
-    if (n.dead || n.phase != Phase::Forward || !n.op->grad) continue;
+    if (n.phase != Phase::Forward || !n.op->grad) continue;
     bool any = false;
     for (ValueId in : n.inputs) any |= in != kNone && req[in];
     if (!any) continue;
@@ -40,10 +41,43 @@ void inherit_bindings(Graph& g, const Node& forward, size_t first_new) {
   }
 }
 
-Tensor ones_like(const Value& v) {
+Tensor filled_like(const Value& v, double value) {
   Tensor t = Tensor::empty(v.shape, v.dtype);
-  t.copy_from(Tensor::scalar(1.0, v.dtype));
+  t.copy_from(Tensor::scalar(value, v.dtype));
   return t;
+}
+
+// Without loss_indices every output is differentiated; which of them are
+// losses (a gradient of ones) and which only outputs (zeros) follows the
+// contract in BackwardOptions. Returns, per output, whether its default
+// gradient is zero.
+std::vector<bool> non_loss_outputs(const Graph& g, const std::vector<bool>& req,
+                                   const BackwardOptions& opts) {
+  std::vector<bool> zeroed(g.outputs.size(), false);
+  if (!opts.loss_indices.empty()) return zeroed;
+  auto defaulted = [&](size_t i) {
+    const Value& out = g.value(g.outputs[i]);
+    return req[out.id] && !out.shape.empty() && !(i < opts.output_grads.size() && opts.output_grads[i].given);
+  };
+  bool scalar_loss = false;
+  for (ValueId o : g.outputs) scalar_loss |= req[o] && g.value(o).shape.empty();
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    if (!defaulted(i)) continue;
+    const Value& out = g.value(g.outputs[i]);
+    if (scalar_loss) {
+      zeroed[i] = true;
+      log::info("compile: output {} ('{}', shape {}) is not a scalar and the model has a scalar loss, so its "
+                "gradient starts at zero; give it values with the output-gradient options or run's "
+                "grad_of_outputs",
+                i, out.name, dims_str(out.shape));
+    } else {
+      log::warn("compile: output {} ('{}', shape {}) is not a scalar but is treated as a loss (a gradient of "
+                "ones, as if its sum were the loss) because no loss_indices were given and no output is a "
+                "scalar; pass loss_indices, or give its output gradient, if that is not meant",
+                i, out.name, dims_str(out.shape));
+    }
+  }
+  return zeroed;
 }
 
 }  // namespace
@@ -54,6 +88,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   if (losses.empty())
     for (size_t i = 0; i < g.outputs.size(); ++i) losses.push_back(static_cast<int64_t>(i));
 
+  const std::vector<bool> zeroed = non_loss_outputs(g, req, opts);
   g.output_grads.assign(g.outputs.size(), kNone);
   std::vector<ValueId> grads(g.values.size(), kNone);
   bool any = false;
@@ -71,8 +106,10 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
     ogv.batch_dim = out.batch_dim;  // split like its output when micro-batched
     const OutputGradSpec spec =
         static_cast<size_t>(li) < opts.output_grads.size() ? opts.output_grads[li] : OutputGradSpec{};
-    if (spec.mode == OutputGradMode::Ones) {
-      ogv.host = ones_like(out);
+    if (zeroed[li]) {
+      ogv.host = filled_like(out, 0.0);
+    } else if (spec.mode == OutputGradMode::Ones) {
+      ogv.host = filled_like(out, 1.0);
     } else if (spec.mode == OutputGradMode::Custom) {
       SAMBA_CHECK(spec.values.defined() && spec.values.has_data(), Status::InvalidArgument,
                   "compile: the custom gradient of output {} ('{}') has no values", li, out.name);
@@ -101,7 +138,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   // so the backward graph stores each gradient as soon as it exists.
   std::vector<int32_t> uses(g.values.size(), 0);
   for (size_t idx = 0; idx < n_forward; ++idx)
-    if (!g.nodes[idx].dead && g.nodes[idx].phase == Phase::Forward)
+    if (g.nodes[idx].phase == Phase::Forward)
       for (ValueId in : g.nodes[idx].inputs)
         if (in != kNone && g.value(in).kind == ValueKind::Parameter) ++uses[in];
   std::vector<bool> finalized(g.values.size(), false);
@@ -185,7 +222,7 @@ void build_backward(Graph& g, Tracer& tracer, const BackwardOptions& opts) {
   };
   for (size_t idx = n_forward; idx-- > 0;) {
     const Node node = g.nodes[idx];  // a copy: the tracer appends to g.nodes
-    if (node.dead || node.phase != Phase::Forward) continue;
+    if (node.phase != Phase::Forward) continue;
     differentiate(node);
     done_with(node);
   }

@@ -18,10 +18,17 @@ enum class OutputGradMode : uint8_t { Ones, Custom, Unspecified };
 struct OutputGradSpec {
   OutputGradMode mode = OutputGradMode::Ones;
   Tensor values;  // Custom: shape and dtype of the output
+  // Set by the app (the output-gradient options), not a default: kept even
+  // for an output the default loss set does not count as a loss.
+  bool given = false;
 };
 
 struct BackwardOptions {
-  // Outputs differentiated (the seed's loss_indices); empty means all.
+  // Outputs differentiated (the seed's loss_indices), each from its spec.
+  // Empty means all: scalar outputs start from ones and, when there is one,
+  // the non-scalar outputs from zeros (they are not losses, unless the app
+  // gave their gradient); with no scalar output every output starts from
+  // ones and each non-scalar one is warned about.
   std::vector<int64_t> loss_indices;
   // Per output index; missing entries mean Ones.
   std::vector<OutputGradSpec> output_grads;

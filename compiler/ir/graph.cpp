@@ -1,7 +1,5 @@
 #include "compiler/ir/graph.h"
 
-#include <unordered_set>
-
 #include "engine/core/error.h"
 
 namespace samba::compiler {
@@ -92,11 +90,65 @@ const ArginSpec* Graph::find_argin(std::string_view n) const {
 std::vector<std::vector<NodeId>> Graph::consumers() const {
   std::vector<std::vector<NodeId>> out(values.size());
   for (const Node& n : nodes) {
-    if (n.dead) continue;
     for (ValueId v : n.inputs)
       if (v != kNone && (out[v].empty() || out[v].back() != n.id)) out[v].push_back(n.id);
   }
   return out;
+}
+
+void Graph::erase_nodes(const std::vector<bool>& erased) {
+  SAMBA_CHECK(erased.size() == nodes.size(), Status::Internal,
+              "graph '{}': {} erase marks for {} nodes", name, erased.size(), nodes.size());
+  std::vector<bool> used(values.size(), false);
+  auto use = [&](ValueId v) {
+    if (v != kNone) used[v] = true;
+  };
+  for (const Node& n : nodes) {
+    if (erased[n.id]) continue;
+    for (ValueId v : n.inputs) use(v);
+    for (ValueId v : n.outputs) use(v);
+  }
+  for (const auto* list : {&inputs, &outputs, &parameters, &output_grads})
+    for (ValueId v : *list) use(v);
+  for (ValueId p : parameters) use(values[p].grad);
+  for (const Value& v : values)
+    if (used[v.id] && v.is_view()) used[v.view_of] = true;
+
+  std::vector<NodeId> new_node(nodes.size(), kNone);
+  std::vector<Node> kept_nodes;
+  for (Node& n : nodes)
+    if (!erased[n.id]) {
+      new_node[n.id] = static_cast<NodeId>(kept_nodes.size());
+      kept_nodes.push_back(std::move(n));
+    }
+  std::vector<ValueId> new_value(values.size(), kNone);
+  std::vector<Value> kept_values;
+  for (Value& v : values)
+    if (used[v.id]) {
+      new_value[v.id] = static_cast<ValueId>(kept_values.size());
+      if (v.producer != kNone && new_node[v.producer] == kNone)
+        fail(Status::Internal, "graph '{}': value '{}' is still used but its producer was erased",
+             name, v.name);
+      kept_values.push_back(std::move(v));
+    }
+  auto renumber = [&](ValueId& v) {
+    if (v != kNone) v = new_value[v];
+  };
+  for (Value& v : kept_values) {
+    renumber(v.id);
+    renumber(v.view_of);
+    renumber(v.grad);
+    if (v.producer != kNone) v.producer = new_node[v.producer];
+  }
+  for (Node& n : kept_nodes) {
+    n.id = new_node[n.id];
+    for (ValueId& v : n.inputs) renumber(v);
+    for (ValueId& v : n.outputs) renumber(v);
+  }
+  for (auto* list : {&inputs, &outputs, &parameters, &output_grads})
+    for (ValueId& v : *list) renumber(v);
+  nodes = std::move(kept_nodes);
+  values = std::move(kept_values);
 }
 
 std::string describe(const Value& v) {
@@ -105,7 +157,6 @@ std::string describe(const Value& v) {
 
 void Graph::verify() const {
   std::vector<bool> defined(values.size(), false);
-  std::unordered_set<std::string> names;
   for (const Value& v : values) {
     if (v.id != static_cast<ValueId>(&v - values.data())) fail(Status::Internal, "graph '{}': value '{}' has id {} at position {}", name, v.name, v.id, &v - values.data());
     if (v.producer == kNone) defined[v.id] = true;
@@ -117,9 +168,14 @@ void Graph::verify() const {
     }
     if (v.strides.size() != v.shape.size())
       fail(Status::Internal, "graph '{}': value '{}' has {} strides for rank {}", name, v.name, v.strides.size(), v.shape.size());
+    if (v.producer != kNone && (v.producer < 0 || static_cast<size_t>(v.producer) >= nodes.size()))
+      fail(Status::Internal, "graph '{}': value '{}' records producer {} which does not exist",
+           name, v.name, v.producer);
   }
   for (const Node& n : nodes) {
-    if (n.dead) continue;
+    if (n.id != static_cast<NodeId>(&n - nodes.data()))
+      fail(Status::Internal, "graph '{}': node '{}' has id {} at position {}", name, n.name, n.id,
+           &n - nodes.data());
     if (!n.op) fail(Status::Internal, "graph '{}': node {} has no op", name, n.id);
     for (ValueId in : n.inputs) {
       if (in == kNone) continue;
@@ -160,7 +216,6 @@ std::string Graph::dump() const {
                        v.requires_grad ? " requires_grad" : "");
   }
   for (const Node& n : nodes) {
-    if (n.dead) continue;
     std::vector<std::string> ins, outs, attrs;
     for (ValueId i : n.inputs) ins.push_back(i == kNone ? "none" : values[i].name);
     for (ValueId o : n.outputs) outs.push_back(describe(values[o]));

@@ -2,7 +2,9 @@
 // meaning comes only from its op in the registry (engine/ops); the IR adds
 // no semantics of its own. Nodes are kept in an order that is valid to run
 // sequentially (trace order, then the backward and update nodes appended), so
-// passes that only delete or merge nodes never need to sort.
+// passes that only delete or merge nodes never need to sort. Every node in
+// the graph runs: a pass that removes nodes erases them (erase_nodes), so
+// nothing downstream has to skip any.
 #pragma once
 
 #include <cstdint>
@@ -83,7 +85,6 @@ struct Node {
   std::vector<Binding> bindings;
   Phase phase = Phase::Forward;
   std::string name;  // unique, "<op>_<n>"
-  bool dead = false;  // removed by a pass; skipped everywhere
 
   // Values this node writes in place (its op's mutated inputs).
   std::vector<ValueId> mutated() const;
@@ -120,15 +121,22 @@ class Graph {
   void add_argin(ArginSpec a);
   const ArginSpec* find_argin(std::string_view name) const;
 
-  // Live nodes reading each value, in node order.
+  // Nodes reading each value, in node order.
   std::vector<std::vector<NodeId>> consumers() const;
+
+  // Removes the nodes marked in `erased` (indexed by node id) and then every
+  // value nothing uses any more (no node reads or writes it, it is not part
+  // of the graph's interface, no kept view looks into it), renumbering nodes
+  // and values in their order. A kept value whose producer is erased is a
+  // pass bug: throws Status::Internal naming it.
+  void erase_nodes(const std::vector<bool>& erased);
 
   // Checks the graph's invariants (every reference in range, inputs defined
   // before use, outputs produced once, views pointing at non-views, bindings
   // naming real attributes and argins); throws Status::Internal naming the
   // node or value at fault.
   void verify() const;
-  // A readable listing: values with their kinds, then one line per live node.
+  // A readable listing: values with their kinds, then one line per node.
   std::string dump() const;
 
  private:

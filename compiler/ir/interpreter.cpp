@@ -18,7 +18,7 @@ void interpret(const Graph& g, std::vector<Tensor>& values, std::initializer_lis
       values[v.id] = Tensor::zeros(v.shape, v.dtype);  // the device starts them at zero too
   }
   for (const Node& n : g.nodes) {
-    if (n.dead || std::find(phases.begin(), phases.end(), n.phase) == phases.end()) continue;
+    if (std::find(phases.begin(), phases.end(), n.phase) == phases.end()) continue;
     std::vector<Tensor> in;
     for (ValueId v : n.inputs) {
       if (v == kNone) {

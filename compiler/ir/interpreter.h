@@ -1,4 +1,4 @@
-// A reference executor for the IR: runs a graph's live nodes one by one on
+// A reference executor for the IR: runs a graph's nodes one by one on
 // host tensors through the registry's eager kernels. It is the oracle the
 // compiler's tests check compiled graphs against; the runtime executes PEFs.
 #pragma once

@@ -5,11 +5,14 @@
 #include <map>
 
 #include "compiler/memplan/memory_plan.h"
+#include "compiler/passes/pipeline.h"
 #include "engine/core/error.h"
 #include "samba/core.h"
 
 namespace samba::compiler {
 namespace {
+
+constexpr std::string_view kPassesKey = "compiler.passes";
 
 pef::TensorRole role_of(const Value& v) {
   if (v.is_view()) return pef::TensorRole::Alias;
@@ -33,36 +36,6 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
   return out;
 }
 
-// Which values the program uses: those live kernels read or write, the
-// graph's interface, and the roots of used views.
-std::vector<bool> referenced_values(const CompiledGraph& cg) {
-  const Graph& g = cg.graph;
-  std::vector<bool> ref(g.values.size(), false);
-  auto mark = [&](ValueId v) {
-    if (v == kNone) return;
-    ref[v] = true;
-    ref[g.root(v)] = true;
-  };
-  for (const Kernel& k : cg.kernels)
-    for (NodeId n : k.nodes) {
-      for (ValueId v : g.node(n).inputs) mark(v);
-      for (ValueId v : g.node(n).outputs) mark(v);
-    }
-  for (const Node& n : g.nodes)  // views: resolved at load, still part of the program
-    if (!n.dead && n.op->view) {
-      for (ValueId v : n.inputs) mark(v);
-      for (ValueId v : n.outputs) mark(v);
-    }
-  for (ValueId v : g.inputs) mark(v);
-  for (ValueId v : g.outputs) mark(v);
-  for (ValueId v : g.parameters) {
-    mark(v);
-    mark(g.value(v).grad);
-  }
-  for (ValueId v : g.output_grads) mark(v);
-  return ref;
-}
-
 class Lowering {
  public:
   Lowering(const std::vector<CompiledGraph>& graphs, const std::vector<GraphSpec>& specs,
@@ -74,12 +47,11 @@ class Lowering {
     p_.compiler_version = samba_version();
     p_.opt_level = opts_.opt_level;
     p_.metadata = opts_.metadata;
+    record_passes();
 
-    std::vector<std::vector<bool>> referenced;
-    for (const auto& cg : graphs_) referenced.push_back(referenced_values(cg));
     std::vector<PlanInput> plan_in;
-    for (size_t gi = 0; gi < graphs_.size(); ++gi)
-      plan_in.push_back({&graphs_[gi].graph, &graphs_[gi].kernels, &graphs_[gi].sections, &referenced[gi]});
+    for (const CompiledGraph& cg : graphs_)
+      plan_in.push_back({&cg.graph, &cg.kernels, &cg.sections});
     plan_ = plan_memory(plan_in, opts_.io_host_memory);
     for (int m = 0; m < pef::kNumMemTypes; ++m) {
       p_.memory.arena_bytes[m] = plan_.arena_bytes[m];
@@ -89,7 +61,7 @@ class Lowering {
     p_.memory.lower_bound_bytes = plan_.lower_bound_bytes;
 
     tensor_of_.resize(graphs_.size());
-    for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_tensors(gi, referenced[gi]);
+    for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_tensors(gi);
     for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_graph(gi);
     return std::move(p_);
   }
@@ -106,7 +78,18 @@ class Lowering {
     return static_cast<int32_t>(p_.blobs.size() - 1);
   }
 
-  void lower_tensors(size_t gi, const std::vector<bool>& referenced) {
+  // The passes the program went through, for the .pef.log and tools; a
+  // value the app set under the same key is kept.
+  void record_passes() {
+    for (const auto& [key, value] : p_.metadata)
+      if (key == kPassesKey) return;
+    p_.metadata.emplace_back(kPassesKey,
+                             fmt::format("{}", fmt::join(pass_names(opts_.opt_level), ", ")));
+  }
+
+  // Every value of a compiled graph is used (the passes erase the rest), so
+  // each becomes a tensor of the program.
+  void lower_tensors(size_t gi) {
     const Graph& g = graphs_[gi].graph;
     const Placement& pl = plan_.graphs[gi];
     std::vector<int32_t>& index = tensor_of_[gi];
@@ -115,7 +98,7 @@ class Lowering {
     // Roots first, so aliases can name their base.
     for (int pass = 0; pass < 2; ++pass)
       for (const Value& v : g.values) {
-        if (!referenced[v.id] || v.is_view() != (pass == 1)) continue;
+        if (v.is_view() != (pass == 1)) continue;
         // Persistent tensors of the same name are one tensor across graphs,
         // but an output's gradient belongs to its graph.
         const bool shared = is_persistent(v.kind) && v.kind != ValueKind::OutputGrad;

@@ -77,10 +77,8 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
     const Graph& g = *inputs[gi].graph;
     const auto& kernels = *inputs[gi].kernels;
     const auto& sections = *inputs[gi].sections;
-    const auto& referenced = *inputs[gi].referenced;
     const size_t nv = g.values.size();
     Placement& pl = plan.graphs.emplace_back();
-    pl.placed.assign(nv, false);
     pl.mem.assign(nv, pef::MemType::DDR);
     pl.offset.assign(nv, 0);
     pl.nbytes.assign(nv, 0);
@@ -116,8 +114,7 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
     }
 
     for (const Value& v : g.values) {
-      if (!referenced[v.id] || v.is_view()) continue;
-      pl.placed[v.id] = true;
+      if (v.is_view()) continue;
       pl.nbytes[v.id] = bytes_of(v);
       pef::MemType mem = pef::MemType::DDR;
       if (v.mem)

@@ -20,7 +20,6 @@ inline constexpr uint64_t kPlanAlignment = 64;
 
 // Where each value of one graph lives.
 struct Placement {
-  std::vector<bool> placed;  // owns bytes in the plan
   std::vector<pef::MemType> mem;
   std::vector<uint64_t> offset;
   std::vector<uint64_t> nbytes;
@@ -39,7 +38,6 @@ struct PlanInput {
   const Graph* graph = nullptr;
   const std::vector<Kernel>* kernels = nullptr;
   const std::vector<SectionPlan>* sections = nullptr;
-  const std::vector<bool>* referenced = nullptr;  // values the emitted program uses
 };
 
 // Plans the graphs of one program together: their sections run one after the

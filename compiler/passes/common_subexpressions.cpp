@@ -17,9 +17,18 @@ std::string constant_key(const Value& v) {
   return key;
 }
 
+// Replaces every use of value `from` (node inputs, graph outputs) with `to`.
+void replace_uses(Graph& g, ValueId from, ValueId to) {
+  for (Node& n : g.nodes)
+    for (ValueId& v : n.inputs)
+      if (v == from) v = to;
+  for (ValueId& v : g.outputs)
+    if (v == from) v = to;
+}
+
 }  // namespace
 
-void eliminate_common_subexpressions(Graph& g) {
+Graph eliminate_common_subexpressions(Graph g) {
   // Identical small constants first, so nodes reading them compare equal.
   std::unordered_map<std::string, ValueId> constants;
   std::vector<ValueId> alias(g.values.size(), kNone);
@@ -35,9 +44,9 @@ void eliminate_common_subexpressions(Graph& g) {
       if (in != kNone && alias[in] != kNone) in = alias[in];
 
   std::vector<int32_t> version(g.values.size(), 0);
+  std::vector<bool> erased(g.nodes.size(), false);
   std::unordered_map<std::string, NodeId> seen;
   for (Node& n : g.nodes) {
-    if (n.dead) continue;
     const std::vector<ValueId> writes = n.mutated();
     bool mergeable = writes.empty() && !n.outputs.empty();
     for (ValueId o : n.outputs) mergeable &= g.value(o).kind == ValueKind::Intermediate;
@@ -59,12 +68,14 @@ void eliminate_common_subexpressions(Graph& g) {
           for (Value& v : g.values)
             if (v.view_of == dup.id) v.view_of = g.root(keep);
         }
-        n.dead = true;
+        erased[n.id] = true;
         continue;
       }
     }
     for (ValueId w : writes) ++version[g.root(w)];
   }
+  g.erase_nodes(erased);
+  return g;
 }
 
 }  // namespace samba::compiler

@@ -9,7 +9,7 @@ namespace {
 constexpr size_t kMaxFoldedBytes = size_t{1} << 20;
 
 bool foldable(const Graph& g, const Node& n) {
-  if (n.dead || n.outputs.empty() || !n.bindings.empty() || n.op->nondeterministic_seeded ||
+  if (n.outputs.empty() || !n.bindings.empty() || n.op->nondeterministic_seeded ||
       !n.mutated().empty())
     return false;
   for (const AttrSpec& a : n.op->attrs)
@@ -39,8 +39,9 @@ Tensor host_value(const Graph& g, ValueId id) {
 
 }  // namespace
 
-void fold_constants(Graph& g) {
+Graph fold_constants(Graph g) {
   autograd::NoGradGuard no_grad;
+  std::vector<bool> erased(g.nodes.size(), false);
   for (Node& n : g.nodes) {
     if (!foldable(g, n)) continue;
     std::vector<Tensor> in;
@@ -60,8 +61,10 @@ void fold_constants(Graph& g) {
       v.strides = contiguous_strides(v.shape);
       v.view_offset = 0;
     }
-    n.dead = true;
+    erased[n.id] = true;
   }
+  g.erase_nodes(erased);
+  return g;
 }
 
 }  // namespace samba::compiler

@@ -2,28 +2,19 @@
 
 namespace samba::compiler {
 
-void replace_uses(Graph& g, ValueId from, ValueId to) {
-  for (Node& n : g.nodes)
-    for (ValueId& v : n.inputs)
-      if (v == from) v = to;
-  for (ValueId& v : g.outputs)
-    if (v == from) v = to;
-}
-
-void eliminate_dead_code(Graph& g) {
-  std::vector<bool> used(g.values.size(), false);
+Graph eliminate_dead_code(Graph g) {
+  std::vector<bool> used(g.values.size(), false), erased(g.nodes.size(), false);
   for (ValueId o : g.outputs) used[o] = true;
-  // Walking backwards, a node is live when it has an effect or a live reader.
+  // Walking backwards, a node stays when it has an effect or a kept reader.
   for (size_t i = g.nodes.size(); i-- > 0;) {
-    Node& n = g.nodes[i];
-    if (n.dead) continue;
-    bool live = !n.mutated().empty() || n.outputs.empty();
+    const Node& n = g.nodes[i];
+    bool keep = !n.mutated().empty() || n.outputs.empty();
     for (ValueId o : n.outputs) {
       const Value& v = g.value(o);
-      live |= used[o] || is_persistent(v.kind) || v.is_output;
+      keep |= used[o] || is_persistent(v.kind) || v.is_output;
     }
-    if (!live) {
-      n.dead = true;
+    if (!keep) {
+      erased[i] = true;
       continue;
     }
     for (ValueId in : n.inputs) {
@@ -32,6 +23,8 @@ void eliminate_dead_code(Graph& g) {
       used[g.root(in)] = true;
     }
   }
+  g.erase_nodes(erased);
+  return g;
 }
 
 }  // namespace samba::compiler

@@ -13,13 +13,14 @@ std::string epilogue_activation(const Node& n) {
 
 }  // namespace
 
-void fuse_gemm_epilogues(Graph& g) {
+Graph fuse_gemm_epilogues(Graph g) {
   const auto readers = g.consumers();
+  std::vector<bool> erased(g.nodes.size(), false);
   std::vector<bool> viewed(g.values.size(), false);
   for (const Value& v : g.values)
     if (v.is_view()) viewed[v.view_of] = true;
   for (Node& lin : g.nodes) {
-    if (lin.dead || lin.op->name != "linear" || lin.attrs.s("activation") != "none") continue;
+    if (lin.op->name != "linear" || lin.attrs.s("activation") != "none") continue;
     const ValueId y = lin.outputs[0];
     const Value& yv = g.value(y);
     if (yv.is_output || yv.kind != ValueKind::Intermediate || readers[y].size() != 1) continue;
@@ -35,9 +36,11 @@ void fuse_gemm_epilogues(Graph& g) {
     lin.outputs[0] = z;
     g.value(z).producer = lin.id;
     g.value(z).producer_output = 0;
-    g.value(y).producer = kNone;  // no longer computed or read
-    act.dead = true;
+    g.value(y).producer = kNone;  // no longer computed or read; erased with the activation
+    erased[act.id] = true;
   }
+  g.erase_nodes(erased);
+  return g;
 }
 
 }  // namespace samba::compiler

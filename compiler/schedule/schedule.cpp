@@ -1,8 +1,7 @@
 #include "compiler/schedule/schedule.h"
 
-#include <algorithm>
-
 namespace samba::compiler {
+namespace {
 
 pef::SectionType section_type_of(Phase p) {
   switch (p) {
@@ -15,16 +14,18 @@ pef::SectionType section_type_of(Phase p) {
   return pef::SectionType::FWD;
 }
 
-std::vector<Kernel> form_kernels(const Graph& g, int opt_level) {
+}  // namespace
+
+std::vector<Kernel> form_kernels(const Graph& g, bool fuse_elementwise) {
   std::vector<Kernel> kernels;
   std::vector<int32_t> kernel_of_value(g.values.size(), -1);
   auto fusable = [](const Node& n) {
     return n.op->fusion == Fusion::Elementwise && n.mutated().empty() && !n.outputs.empty();
   };
   for (const Node& n : g.nodes) {
-    if (n.dead || n.op->view) continue;
+    if (n.op->view) continue;
     bool joined = false;
-    if (opt_level >= 1 && !kernels.empty() && fusable(n)) {
+    if (fuse_elementwise && !kernels.empty() && fusable(n)) {
       Kernel& last = kernels.back();
       const Node& prev = g.node(last.nodes.back());
       bool feeds = false;

@@ -1,7 +1,7 @@
-// Kernels and sections. Live nodes (views excepted: the runtime resolves
-// them to aliases at load) are grouped into kernels, the nodes of a section's
-// flow graph: one node per kernel at o0; at o1, chains of elementwise ops
-// that feed each other become one kernel. Kernels are then cut into sections
+// Kernels and sections. Nodes (views excepted: the runtime resolves them to
+// aliases at load) are grouped into kernels, the nodes of a section's flow
+// graph: one node per kernel, or, with elementwise fusion (o1), chains of
+// elementwise ops that feed each other in one kernel. Kernels are then cut into sections
 // by phase, in the schedule order ZEROGRAD, FWD, BCKWD, GRADNORM, OPT.
 #pragma once
 
@@ -16,7 +16,7 @@ struct Kernel {
   Phase phase = Phase::Forward;
 };
 
-std::vector<Kernel> form_kernels(const Graph& g, int opt_level);
+std::vector<Kernel> form_kernels(const Graph& g, bool fuse_elementwise);
 
 struct SectionPlan {
   pef::SectionType type = pef::SectionType::FWD;
@@ -26,7 +26,5 @@ struct SectionPlan {
 // Sections in schedule order; phases without kernels get no section (an
 // inference graph has only FWD).
 std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels);
-
-pef::SectionType section_type_of(Phase p);
 
 }  // namespace samba::compiler

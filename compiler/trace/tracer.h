@@ -27,7 +27,6 @@ class Tracer final : public OpInterceptor {
 
   // The phase new nodes belong to.
   void set_phase(Phase p) { phase_ = p; }
-  Phase phase() const { return phase_; }
 
   // A graph input standing for `example` (its name, dtype and shape, with
   // `shape` replacing the example's when given). Returns the symbolic tensor

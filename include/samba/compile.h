@@ -124,13 +124,27 @@ SAMBA_API samba_status samba_compile_options_set_micro_batch_size(samba_compile_
 SAMBA_API samba_status samba_compile_options_set_mapping(samba_compile_options* opts,
                                                         const char* mapping);
 
-/* The model outputs that are losses (the seed's loss_indices); backward
- * starts from them. By default every output is. Errors: NULL_POINTER. */
+/* The model outputs that are losses (the seed's loss_indices): exactly
+ * these are differentiated, each from its output gradient (ones unless
+ * samba_compile_options_set_output_grad says otherwise).
+ *
+ * Without loss indices every output is differentiated. Scalar outputs start
+ * from a gradient of ones. If at least one output is a scalar, the
+ * non-scalar outputs start from zeros (they are not losses: a model
+ * returning (loss, logits) trains on the loss alone; give them values with
+ * set_output_grad or samba_run_options_set_grad_of_outputs), and the
+ * compiler logs them at SAMBA_LOG_INFO. If no output is a scalar, every
+ * output is a loss with a gradient of ones (as if its sum were the loss),
+ * and the compiler logs a SAMBA_LOG_WARNING per output naming it and its
+ * shape. Errors: NULL_POINTER, OUT_OF_RANGE (a negative index; an index
+ * past the model's outputs fails the compile with OUT_OF_RANGE). */
 SAMBA_API samba_status samba_compile_options_set_loss_indices(samba_compile_options* opts,
                                                              const int64_t* indices, size_t n);
 
 /* How the gradient fed to output `index` is initialised (the seed's
- * init_output_grads). */
+ * init_output_grads). A mode set here is kept even for an output the
+ * default loss set (no loss indices, see above) would start from zeros;
+ * trace_graph starts each output gradient from the compiled values. */
 typedef int32_t samba_output_grad_mode; /* one of SAMBA_OUTPUT_GRAD_* */
 #define SAMBA_OUTPUT_GRAD_ONES 0        /* a tensor of ones (the default) */
 #define SAMBA_OUTPUT_GRAD_CUSTOM 1      /* the values of `values` (copied) */

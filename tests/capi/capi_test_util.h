@@ -87,6 +87,21 @@ static inline samba_tensor* make_i64(const int64_t* values, const int64_t* shape
   return t;
 }
 
+/* A trainable float32 parameter named `name`, with fixed values that
+ * differ per element (0.3 sin(1.3 i + ndim)). */
+static inline samba_tensor* named_param(const char* name, const int64_t* shape, size_t ndim) {
+  samba_tensor* t = NULL;
+  int64_t n = 0, i;
+  float* v;
+  CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, shape, ndim, &t));
+  CHECK_OK(samba_tensor_numel(t, &n));
+  CHECK_OK(samba_tensor_data(t, (void**)&v));
+  for (i = 0; i < n; ++i) v[i] = (float)(0.3 * sin(1.3 * (double)i + (double)ndim));
+  CHECK_OK(samba_tensor_set_name(t, name));
+  CHECK_OK(samba_tensor_set_requires_grad(t, 1));
+  return t;
+}
+
 /* The tensor's values converted to double, in C order; the caller frees. */
 static inline double* values_of(samba_tensor* t, int64_t* n) {
   samba_tensor* d = NULL;

@@ -25,19 +25,6 @@ static samba_status model(void* user, samba_tensor* const* in, size_t n_in, samb
   return st;
 }
 
-static samba_tensor* named_param(const char* name, const int64_t* shape, size_t ndim) {
-  samba_tensor* t = NULL;
-  int64_t n = 0, i;
-  float* v;
-  CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, shape, ndim, &t));
-  CHECK_OK(samba_tensor_numel(t, &n));
-  CHECK_OK(samba_tensor_data(t, (void**)&v));
-  for (i = 0; i < n; ++i) v[i] = (float)(0.3 * sin(1.3 * (double)i + (double)ndim));
-  CHECK_OK(samba_tensor_set_name(t, name));
-  CHECK_OK(samba_tensor_set_requires_grad(t, 1));
-  return t;
-}
-
 static double run_step(samba_session* s, samba_tensor** in, samba_run_options* ro) {
   samba_tensor* loss = NULL;
   size_t n = 0;

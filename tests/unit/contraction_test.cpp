@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -100,19 +101,6 @@ Tensor sparse_2d(const Tensor& t) {
   Tensor view = buf.as_strided({r, c}, {4 * c, 2}, 0);
   view.copy_from(t);
   return view;
-}
-
-template <typename F>
-void expect_error(Status code, F f, std::vector<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& s : fragments)
-      EXPECT_NE(std::string(e.what()).find(s), std::string::npos)
-          << "'" << s << "' missing in: " << e.what();
-  }
 }
 
 Attrs ab(double alpha, double beta) { return {{"alpha", alpha}, {"beta", beta}}; }
@@ -250,32 +238,24 @@ TEST(Matmul, ReducedFloatAndIntegerDtypes) {
 }
 
 TEST(Matmul, Errors) {
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("matmul", {rand_tensor({2, 3}), rand_tensor({4, 2})});
-               },
-               {"matmul", "[2, 3]", "[4, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("matmul", {rand_tensor({2, 2, 3}), rand_tensor({3, 3, 2})});
-               },
-               {"matmul", "[2, 2, 3]", "[3, 3, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("matmul", {Tensor::scalar(1, DType::Float64), rand_tensor({2})});
-               },
-               {"matmul", "[]", "[2]"});
-  expect_error(Status::DTypeMismatch,
-               [] {
-                 call1("matmul", {rand_tensor({2, 2}), rand_tensor({2, 2}, DType::Float32)});
-               },
-               {"matmul", "float64", "float32"});
-  expect_error(
-      Status::DTypeMismatch,
-      [] {
-        call1("matmul", {make({1, 0}, {1, 2}, DType::Bool), make({1, 1}, {2, 1}, DType::Bool)});
-      },
-      {"matmul", "bool"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("matmul", {rand_tensor({2, 3}), rand_tensor({4, 2})}); },
+                {"matmul", "[2, 3]", "[4, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("matmul", {rand_tensor({2, 2, 3}), rand_tensor({3, 3, 2})}); },
+                {"matmul", "[2, 2, 3]", "[3, 3, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("matmul", {Tensor::scalar(1, DType::Float64), rand_tensor({2})}); },
+                {"matmul", "[]", "[2]"});
+  expect_status(Status::DTypeMismatch,
+                [] { call1("matmul", {rand_tensor({2, 2}), rand_tensor({2, 2}, DType::Float32)}); },
+                {"matmul", "float64", "float32"});
+  expect_status(Status::DTypeMismatch,
+                [] {
+                  call1("matmul",
+                        {make({1, 0}, {1, 2}, DType::Bool), make({1, 1}, {2, 1}, DType::Bool)});
+                },
+                {"matmul", "bool"});
 }
 
 TEST(Matmul, Gradients) {
@@ -326,16 +306,12 @@ TEST(TransposedProducts, ForwardAndGradients) {
   expect_values(call1("matmul_tn", {column_major(c), d}), values(tn), 1e-12);
   check_gradients("matmul_nt", {rand_tensor({2, 2, 3}), rand_tensor({4, 3}, DType::Float64, 2)});
   check_gradients("matmul_tn", {rand_tensor({3, 2}), rand_tensor({2, 3, 4}, DType::Float64, 2)});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("matmul_nt", {rand_tensor({2, 3}), rand_tensor({4, 2})});
-               },
-               {"matmul_nt", "[2, 3]", "[4, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("matmul_tn", {rand_tensor({3}), rand_tensor({3, 2})});
-               },
-               {"matmul_tn", "[3]", "[3, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("matmul_nt", {rand_tensor({2, 3}), rand_tensor({4, 2})}); },
+                {"matmul_nt", "[2, 3]", "[4, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("matmul_tn", {rand_tensor({3}), rand_tensor({3, 2})}); },
+                {"matmul_tn", "[3]", "[3, 2]"});
 }
 
 // ---- linear ----------------------------------------------------------------------
@@ -405,26 +381,19 @@ TEST(Linear, Gradients) {
 }
 
 TEST(Linear, Errors) {
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("linear", {rand_tensor({2, 3}), rand_tensor({4, 5})});
-               },
-               {"linear", "[2, 3]", "[4, 5]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("linear", {rand_tensor({2, 3}), rand_tensor({3})});
-               },
-               {"linear", "weight", "[3]", "[2, 3]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("linear", {rand_tensor({2, 3}), rand_tensor({4, 3}), rand_tensor({3})});
-               },
-               {"linear", "bias", "[4]", "[3]"});
-  expect_error(Status::DTypeMismatch,
-               [] {
-                 call1("linear", {rand_tensor({2, 3}, DType::Float32), rand_tensor({4, 3})});
-               },
-               {"linear", "float32", "float64"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("linear", {rand_tensor({2, 3}), rand_tensor({4, 5})}); },
+                {"linear", "[2, 3]", "[4, 5]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("linear", {rand_tensor({2, 3}), rand_tensor({3})}); },
+                {"linear", "weight", "[3]", "[2, 3]"});
+  expect_status(
+      Status::ShapeMismatch,
+      [] { call1("linear", {rand_tensor({2, 3}), rand_tensor({4, 3}), rand_tensor({3})}); },
+      {"linear", "bias", "[4]", "[3]"});
+  expect_status(Status::DTypeMismatch,
+                [] { call1("linear", {rand_tensor({2, 3}, DType::Float32), rand_tensor({4, 3})}); },
+                {"linear", "float32", "float64"});
 }
 
 // ---- addmm ----------------------------------------------------------------------
@@ -478,32 +447,27 @@ TEST(Addmm, DtypesAndErrors) {
   for (size_t i = 0; i < want.size(); ++i) want[i] += static_cast<double>(i % 2 + 1);
   expect_values(call1("addmm", {ih, ah, bh}), want, 1e-2);
 
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("addmm", {rand_tensor({3, 2}), rand_tensor({3, 4}), rand_tensor({5, 2})});
-               },
-               {"addmm", "[3, 4]", "[5, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("addmm", {rand_tensor({3}), rand_tensor({3, 4}), rand_tensor({4, 2})});
-               },
-               {"addmm", "input", "[3]", "[3, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("addmm", {rand_tensor({2}), rand_tensor({2, 3, 4}), rand_tensor({4, 2})});
-               },
-               {"addmm", "[2, 3, 4]", "[4, 2]"});
-  expect_error(Status::InvalidArgument,
-               [&] {
-                 call1("addmm", {make({1, 2}, {2}, DType::Int64), ai, bi}, ab(0.5, 1.0));
-               },
-               {"addmm", "alpha", "int64"});
-  expect_error(Status::DTypeMismatch,
-               [] {
-                 call1("addmm", {rand_tensor({2}, DType::Float32), rand_tensor({2, 2}),
-                                 rand_tensor({2, 2})});
-               },
-               {"addmm", "float32", "float64"});
+  expect_status(
+      Status::ShapeMismatch,
+      [] { call1("addmm", {rand_tensor({3, 2}), rand_tensor({3, 4}), rand_tensor({5, 2})}); },
+      {"addmm", "[3, 4]", "[5, 2]"});
+  expect_status(
+      Status::ShapeMismatch,
+      [] { call1("addmm", {rand_tensor({3}), rand_tensor({3, 4}), rand_tensor({4, 2})}); },
+      {"addmm", "input", "[3]", "[3, 2]"});
+  expect_status(
+      Status::ShapeMismatch,
+      [] { call1("addmm", {rand_tensor({2}), rand_tensor({2, 3, 4}), rand_tensor({4, 2})}); },
+      {"addmm", "[2, 3, 4]", "[4, 2]"});
+  expect_status(Status::InvalidArgument,
+                [&] { call1("addmm", {make({1, 2}, {2}, DType::Int64), ai, bi}, ab(0.5, 1.0)); },
+                {"addmm", "alpha", "int64"});
+  expect_status(Status::DTypeMismatch,
+                [] {
+                  call1("addmm", {rand_tensor({2}, DType::Float32), rand_tensor({2, 2}),
+                                  rand_tensor({2, 2})});
+                },
+                {"addmm", "float32", "float64"});
 }
 
 TEST(Addmm, Gradients) {
@@ -539,21 +503,15 @@ TEST(Bmm, MatchesNaiveWithStridedOperands) {
 }
 
 TEST(Bmm, ErrorsAndGradients) {
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("bmm", {rand_tensor({4, 5}), rand_tensor({3, 5, 2})});
-               },
-               {"bmm", "3-D", "[4, 5]", "[3, 5, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("bmm", {rand_tensor({2, 4, 5}), rand_tensor({3, 5, 2})});
-               },
-               {"bmm", "batch", "[2, 4, 5]", "[3, 5, 2]"});
-  expect_error(Status::ShapeMismatch,
-               [] {
-                 call1("bmm", {rand_tensor({3, 4, 5}), rand_tensor({3, 4, 2})});
-               },
-               {"bmm", "[3, 4, 5]", "[3, 4, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("bmm", {rand_tensor({4, 5}), rand_tensor({3, 5, 2})}); },
+                {"bmm", "3-D", "[4, 5]", "[3, 5, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("bmm", {rand_tensor({2, 4, 5}), rand_tensor({3, 5, 2})}); },
+                {"bmm", "batch", "[2, 4, 5]", "[3, 5, 2]"});
+  expect_status(Status::ShapeMismatch,
+                [] { call1("bmm", {rand_tensor({3, 4, 5}), rand_tensor({3, 4, 2})}); },
+                {"bmm", "[3, 4, 5]", "[3, 4, 2]"});
   check_gradients("bmm", {rand_tensor({2, 2, 3}), rand_tensor({2, 3, 2}, DType::Float64, 2)});
 }
 

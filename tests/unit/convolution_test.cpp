@@ -1,6 +1,7 @@
 // conv2d, conv_transpose2d and their backward ops against a direct
 // convolution written here in double, plus gradient checks and errors.
 #include "engine/core/parallel.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -102,18 +103,6 @@ std::vector<Case> forward_cases() {
 
 Tensor bias_for(const Case& k, DType dt, uint32_t seed) {
   return k.bias ? rand_tensor({k.w[0]}, dt, seed) : Tensor();
-}
-
-void expect_status(Status want, const std::function<void()>& f, std::vector<std::string> words) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
-    for (const auto& w : words)
-      EXPECT_NE(std::string(e.what()).find(w), std::string::npos)
-          << "'" << w << "' not in: " << e.what();
-  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/core/parallel.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -11,15 +12,6 @@ using namespace samba::testing;
 namespace {
 
 using Ints = std::vector<int64_t>;
-
-Status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Status::Ok;
-}
 
 Tensor create(const std::string& op, const Attrs& a) {
   return call(op, std::span<const Tensor>{}, a)[0];

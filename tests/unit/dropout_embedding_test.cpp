@@ -2,6 +2,7 @@
 // and embedding (gather, scatter-add backward, padding_idx, index errors).
 #include "engine/core/parallel.h"
 #include "engine/rng/philox.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -10,24 +11,6 @@ using namespace samba::testing;
 namespace {
 
 using Vec = std::vector<double>;
-
-Status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Status::Ok;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Attrs drop(double p, int64_t seed = 0, int64_t offset = 0) {
   return {{"p", p}, {"seed", seed}, {"offset", offset}};

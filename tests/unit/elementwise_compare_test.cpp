@@ -171,43 +171,25 @@ TEST(ElementwiseCompare, MaskedFill) {
 
 TEST(ElementwiseCompare, Errors) {
   Tensor f = make({1.5, 2}, {2}), i = make({1, 2}, {2}, DType::Int32);
-  expect_error(
-      [&] {
-        call1("bitwise_and", {f, i});
-      },
-      Status::DTypeMismatch, "argument 'a' has dtype float64");
-  expect_error([&] { call1("bitwise_or", {i, f}); }, Status::DTypeMismatch, "integer or bool");
-  expect_error(
-      [&] {
-        call1("bitwise_xor", {i, wrap_scalar(1.0)});
-      },
-      Status::DTypeMismatch, "bitwise_xor");
-  expect_error(
-      [&] {
-        call1("where", {i, f, f});
-      },
-      Status::DTypeMismatch, "'cond' must be a bool tensor");
-  expect_error(
-      [&] {
-        call1("masked_fill", {f, i}, {{"value", 0.0}});
-      },
-      Status::DTypeMismatch, "mask");
-  expect_error(
-      [&] {
-        call1("masked_fill", {f, make({1, 0}, {2}, DType::Bool)});
-      },
-      Status::InvalidArgument, "value");
-  expect_error(
-      [&] {
-        call1("masked_fill", {make({1}, {1}, DType::Int8), make({1}, {1}, DType::Bool)},
-              {{"value", 300.0}});
-      },
-      Status::InvalidArgument, "does not fit in int8");
-  expect_error([&] { call1("eq", {f, make({1, 2, 3}, {3})}); }, Status::ShapeMismatch, "eq");
-  expect_error(
-      [&] {
-        call1("where", {make({1, 0, 1}, {3}, DType::Bool), f, f});
-      },
-      Status::ShapeMismatch, "where");
-  expect_error([&] { call1("logical_and", {f}); }, Status::InvalidArgument, "logical_and");
+  expect_status(Status::DTypeMismatch, [&] { call1("bitwise_and", {f, i}); },
+                {"argument 'a' has dtype float64"});
+  expect_status(Status::DTypeMismatch, [&] { call1("bitwise_or", {i, f}); }, {"integer or bool"});
+  expect_status(Status::DTypeMismatch, [&] { call1("bitwise_xor", {i, wrap_scalar(1.0)}); },
+                {"bitwise_xor"});
+  expect_status(Status::DTypeMismatch, [&] { call1("where", {i, f, f}); },
+                {"'cond' must be a bool tensor"});
+  expect_status(Status::DTypeMismatch, [&] { call1("masked_fill", {f, i}, {{"value", 0.0}}); },
+                {"mask"});
+  expect_status(Status::InvalidArgument,
+                [&] { call1("masked_fill", {f, make({1, 0}, {2}, DType::Bool)}); }, {"value"});
+  expect_status(Status::InvalidArgument,
+                [&] {
+                  call1("masked_fill", {make({1}, {1}, DType::Int8), make({1}, {1}, DType::Bool)},
+                        {{"value", 300.0}});
+                },
+                {"does not fit in int8"});
+  expect_status(Status::ShapeMismatch, [&] { call1("eq", {f, make({1, 2, 3}, {3})}); }, {"eq"});
+  expect_status(Status::ShapeMismatch,
+                [&] { call1("where", {make({1, 0, 1}, {3}, DType::Bool), f, f}); }, {"where"});
+  expect_status(Status::InvalidArgument, [&] { call1("logical_and", {f}); }, {"logical_and"});
 }

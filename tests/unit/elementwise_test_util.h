@@ -1,11 +1,12 @@
 // Helpers for the elementwise op tests: naive broadcasting references,
-// per-dtype tolerances, and error expectations.
+// and per-dtype tolerances.
 #pragma once
 
 #include <functional>
 #include <string>
 
 #include "engine/ops/op_util.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 namespace samba::testing {
@@ -54,21 +55,6 @@ inline std::vector<double> broadcast_values(const Tensor& t, const Dims& shape) 
   return out;
 }
 
-// Like expect_values, but equal infinities and NaN against NaN also match.
-inline void expect_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  auto got = values(t);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i]) || std::isnan(want[i])) {
-      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
-          << "element " << i << ": got " << got[i] << ", want " << want[i];
-      continue;
-    }
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
-        << "element " << i << " of " << got.size();
-  }
-}
-
 // f(a, b) elementwise over the broadcast of a and b.
 inline std::vector<double> reference2(const Tensor& a, const Tensor& b,
                                       const std::function<double(double, double)>& f) {
@@ -83,17 +69,6 @@ inline std::vector<double> reference1(const Tensor& a, const std::function<doubl
   auto x = values(a);
   for (auto& v : x) v = f(v);
   return x;
-}
-
-// Runs fn, expecting a samba::Error with `code` whose message contains `part`.
-inline void expect_error(const std::function<void()>& fn, Status code, const std::string& part) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one mentioning '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
 }
 
 // The gradient of sum(op(inputs) * w) for the given weights w, per input.

@@ -1,5 +1,6 @@
 // Indexing ops: slice/select/narrow views and their backward ops, and the ops
 // that index through a tensor (index_select, index_put, gather, scatter_add).
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -9,32 +10,8 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Tensor iota(const Dims& shape, DType dt = DType::Float64) {
-  std::vector<double> v(numel_of(shape));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return make(v, shape, dt);
-}
-
 Tensor ints(const std::vector<double>& v, const Dims& shape, DType dt = DType::Int64) {
   return make(v, shape, dt);
-}
-
-Status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Status::Ok;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 const char* base_of(const Tensor& t) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -12,18 +13,6 @@ using namespace samba::testing;
 namespace {
 
 using Ints = std::vector<int64_t>;
-
-void expect_status(Status want, const std::function<void()>& f, const std::string& mention = "") {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
-    if (!mention.empty()) {
-      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
-    }
-  }
-}
 
 Tensor indices(const std::vector<double>& v, const Dims& shape, DType dt = DType::Int64) {
   return make(v, shape, dt);
@@ -227,18 +216,10 @@ TEST(CrossEntropy, MaskedScoresAndFloat32Gradients) {
 
 TEST(CrossEntropy, Errors) {
   Tensor x = rand_tensor({2, 3});
-  expect_status(
-      Status::OutOfRange,
-      [&] {
-        call1("cross_entropy", {x, indices({0, 3}, {2})});
-      },
-      "target 3");
-  expect_status(
-      Status::OutOfRange,
-      [&] {
-        call1("cross_entropy", {x, indices({-2, 0}, {2})});
-      },
-      "-2");
+  expect_status(Status::OutOfRange, [&] { call1("cross_entropy", {x, indices({0, 3}, {2})}); },
+                {"target 3"});
+  expect_status(Status::OutOfRange, [&] { call1("cross_entropy", {x, indices({-2, 0}, {2})}); },
+                {"-2"});
   expect_status(Status::ShapeMismatch, [&] {
     call1("cross_entropy", {x, indices({0, 1, 2}, {3})});
   });
@@ -286,12 +267,8 @@ TEST(NllLoss, AgainstReferenceAndGradients) {
   check_gradients("nll_loss", {lp, tt, wt}, {}, 1e-6, 1e-6, {2});
   check_gradients("nll_loss", {sp, indices({1, 2, 0, 1}, {2, 2})},
                   {{"reduction", std::string("none")}});
-  expect_status(
-      Status::OutOfRange,
-      [&] {
-        call1("nll_loss", {lp, indices({0, 4, 1}, {3})});
-      },
-      "4");
+  expect_status(Status::OutOfRange, [&] { call1("nll_loss", {lp, indices({0, 4, 1}, {3})}); },
+                {"4"});
   expect_status(Status::DTypeMismatch, [&] { call1("nll_loss", {lp, rand_tensor({3, 4})}); });
   expect_status(Status::ShapeMismatch, [&] { call1("nll_loss", {lp, indices({0, 1}, {2})}); });
 }

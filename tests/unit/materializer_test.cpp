@@ -14,12 +14,19 @@
 #include <string>
 #include <vector>
 
+#include "distribution_test_util.h"
 #include "engine/core/error.h"
 #include "engine/rng/init_math.h"
+#include "op_test_util.h"
 
 using namespace samba;
 using namespace samba::rng;
 using pef::MaterializerDesc;
+using samba::testing::bytes_of;
+using samba::testing::ks_limit;
+using samba::testing::ks_statistic;
+using samba::testing::phi;
+using samba::testing::values;
 
 namespace {
 
@@ -35,29 +42,19 @@ Tensor made(const MaterializerDesc& d, const Dims& shape, const std::string& nam
   return t;
 }
 
-std::vector<double> values_of(const Tensor& t) {
-  Tensor f = t.to(DType::Float64);
-  return std::vector<double>(f.data<double>(), f.data<double>() + f.numel());
-}
-
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const unsigned char*>(t.raw_data());
-  return std::vector<unsigned char>(p, p + t.nbytes());
-}
-
 // The same stream filled directly with U(-bound, bound) / N(mean, std): a
 // materializer must be exactly that fill with the formula's parameters, up to
 // the last bit of the parameter (formulas may associate differently).
 std::vector<double> uniform_ref(const Dims& shape, const std::string& name, double lo, double hi) {
   Tensor t = Tensor::empty(shape, DType::Float32);
   materializer_rng(opts(name)).uniform(t, lo, hi);
-  return values_of(t);
+  return values(t);
 }
 std::vector<double> normal_ref(const Dims& shape, const std::string& name, double mean,
                                double std) {
   Tensor t = Tensor::empty(shape, DType::Float32);
   materializer_rng(opts(name)).normal(t, mean, std);
-  return values_of(t);
+  return values(t);
 }
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want, double scale) {
@@ -81,22 +78,6 @@ double sample_std(const std::vector<double>& v) {
   for (double x : v) s += (x - mean) * (x - mean);
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
-
-double phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-double ks_statistic(std::vector<double> x, const std::function<double(double)>& cdf) {
-  std::sort(x.begin(), x.end());
-  const double n = static_cast<double>(x.size());
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double f = cdf(x[i]);
-    d = std::max({d, (static_cast<double>(i) + 1) / n - f, f - static_cast<double>(i) / n});
-  }
-  return d;
-}
-double ks_limit(size_t n) {
-  return 1.949 / std::sqrt(static_cast<double>(n));
-}  // significance 0.001
 
 struct Failure {
   Status code = Status::Ok;
@@ -138,25 +119,25 @@ TEST(InitMath, GainsAndFans) {
 
 TEST(Materializer, UniformAndNormal) {
   const Dims s{100, 70};
-  expect_close(values_of(made({"uniform", {{"a", -0.5}, {"b", 2.0}}}, s)),
+  expect_close(values(made({"uniform", {{"a", -0.5}, {"b", 2.0}}}, s)),
                uniform_ref(s, "w", -0.5, 2.0), 2.0);
-  expect_close(values_of(made({"uniform", {}}, s)), uniform_ref(s, "w", 0.0, 1.0), 1.0);
-  expect_close(values_of(made({"normal", {{"mean", 3.0}, {"std", int64_t{2}}}}, s)),
+  expect_close(values(made({"uniform", {}}, s)), uniform_ref(s, "w", 0.0, 1.0), 1.0);
+  expect_close(values(made({"normal", {{"mean", 3.0}, {"std", int64_t{2}}}}, s)),
                normal_ref(s, "w", 3.0, 2.0), 10.0);
-  expect_close(values_of(made({"normal", {}}, s)), normal_ref(s, "w", 0.0, 1.0), 1.0);
+  expect_close(values(made({"normal", {}}, s)), normal_ref(s, "w", 0.0, 1.0), 1.0);
 }
 
 TEST(Materializer, XavierBoundsAndStds) {
   const Dims s{30, 20, 5};  // fan_in 100, fan_out 150
   const double bound = 2.0 * std::sqrt(6.0 / 250.0);
-  const auto u = values_of(made({"xavier_uniform", {{"gain", 2.0}}}, s));
+  const auto u = values(made({"xavier_uniform", {{"gain", 2.0}}}, s));
   expect_close(u, uniform_ref(s, "w", -bound, bound), bound);
   expect_uniform_bound(u, bound);
   const double std = 0.5 * std::sqrt(2.0 / 250.0);
-  expect_close(values_of(made({"xavier_normal", {{"gain", 0.5}}}, s)), normal_ref(s, "w", 0.0, std),
+  expect_close(values(made({"xavier_normal", {{"gain", 0.5}}}, s)), normal_ref(s, "w", 0.0, std),
                std);
   // gain defaults to 1.
-  expect_close(values_of(made({"xavier_uniform", {}}, s)),
+  expect_close(values(made({"xavier_uniform", {}}, s)),
                uniform_ref(s, "w", -std::sqrt(6.0 / 250.0), std::sqrt(6.0 / 250.0)), 1.0);
 }
 
@@ -180,56 +161,55 @@ TEST(Materializer, KaimingBoundsAndStds) {
   for (const auto& c : cases) {
     SCOPED_TRACE(c.gain);
     const double bound = c.gain * std::sqrt(3.0 / c.fan);
-    const auto u = values_of(made({"kaiming_uniform", c.params}, s));
+    const auto u = values(made({"kaiming_uniform", c.params}, s));
     expect_close(u, uniform_ref(s, "w", -bound, bound), bound);
     expect_uniform_bound(u, bound);
     const double std = c.gain / std::sqrt(c.fan);
-    expect_close(values_of(made({"kaiming_normal", c.params}, s)), normal_ref(s, "w", 0.0, std),
-                 std);
+    expect_close(values(made({"kaiming_normal", c.params}, s)), normal_ref(s, "w", 0.0, std), std);
   }
 }
 
 TEST(Materializer, LayerDefaults) {
   // Linear(in 50 -> out 40): weight U(+-1/sqrt(50)), bias U(+-1/sqrt(50)).
-  const auto w = values_of(made({"linear_weight", {}}, {40, 50}));
+  const auto w = values(made({"linear_weight", {}}, {40, 50}));
   expect_close(w, uniform_ref({40, 50}, "w", -1 / std::sqrt(50.0), 1 / std::sqrt(50.0)), 1.0);
   expect_uniform_bound(w, 1 / std::sqrt(50.0));
-  const auto b = values_of(made({"linear_bias", {{"fan_in", int64_t{50}}}}, {40}));
+  const auto b = values(made({"linear_bias", {{"fan_in", int64_t{50}}}}, {40}));
   expect_close(b, uniform_ref({40}, "w", -1 / std::sqrt(50.0), 1 / std::sqrt(50.0)), 1.0);
   // Conv2d(3 -> 16, kernel 5x5): fan_in 75.
-  const auto cw = values_of(made({"conv_weight", {}}, {16, 3, 5, 5}));
+  const auto cw = values(made({"conv_weight", {}}, {16, 3, 5, 5}));
   expect_close(cw, uniform_ref({16, 3, 5, 5}, "w", -1 / std::sqrt(75.0), 1 / std::sqrt(75.0)), 1.0);
   expect_uniform_bound(cw, 1 / std::sqrt(75.0));
   expect_close(
-      values_of(made({"conv_bias", {{"fan_in", 75.0}}}, {16})),  // an integral float is accepted
+      values(made({"conv_bias", {{"fan_in", 75.0}}}, {16})),  // an integral float is accepted
       uniform_ref({16}, "w", -1 / std::sqrt(75.0), 1 / std::sqrt(75.0)), 1.0);
-  EXPECT_EQ(values_of(made({"conv_bias", {{"fan_in", int64_t{0}}}}, {16})),
+  EXPECT_EQ(values(made({"conv_bias", {{"fan_in", int64_t{0}}}}, {16})),
             std::vector<double>(16, 0.0));
   // Embedding: N(0, 1), the padding row zero.
   Tensor e = made({"embedding", {{"padding_idx", int64_t{-2}}}}, {10, 8});
-  auto ev = values_of(e), ref = normal_ref({10, 8}, "w", 0.0, 1.0);
+  auto ev = values(e), ref = normal_ref({10, 8}, "w", 0.0, 1.0);
   for (int64_t i = 0; i < 80; ++i) EXPECT_EQ(ev[i], i / 8 == 8 ? 0.0 : ref[i]) << i;
-  EXPECT_EQ(values_of(made({"embedding", {}}, {10, 8})), ref);
-  EXPECT_EQ(values_of(made({"norm_weight", {}}, {3, 4})), std::vector<double>(12, 1.0));
-  EXPECT_EQ(values_of(made({"norm_bias", {}}, {12})), std::vector<double>(12, 0.0));
+  EXPECT_EQ(values(made({"embedding", {}}, {10, 8})), ref);
+  EXPECT_EQ(values(made({"norm_weight", {}}, {3, 4})), std::vector<double>(12, 1.0));
+  EXPECT_EQ(values(made({"norm_bias", {}}, {12})), std::vector<double>(12, 0.0));
 }
 
 TEST(Materializer, ConstantsIntoEveryDtype) {
   for (DType dt : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32,
                    DType::Int8, DType::UInt8}) {
     SCOPED_TRACE(dtype_name(dt));
-    EXPECT_EQ(values_of(made({"zeros", {}}, {5, 7}, "w", dt)), std::vector<double>(35, 0.0));
-    EXPECT_EQ(values_of(made({"ones", {}}, {5, 7}, "w", dt)), std::vector<double>(35, 1.0));
-    EXPECT_EQ(values_of(made({"constant", {{"val", int64_t{-3}}}}, {4}, "w",
-                             dt == DType::UInt8 ? DType::Int8 : dt)),
+    EXPECT_EQ(values(made({"zeros", {}}, {5, 7}, "w", dt)), std::vector<double>(35, 0.0));
+    EXPECT_EQ(values(made({"ones", {}}, {5, 7}, "w", dt)), std::vector<double>(35, 1.0));
+    EXPECT_EQ(values(made({"constant", {{"val", int64_t{-3}}}}, {4}, "w",
+                          dt == DType::UInt8 ? DType::Int8 : dt)),
               std::vector<double>(4, -3.0));
   }
-  EXPECT_EQ(values_of(made({"constant", {{"val", 0.25}}}, {3})), std::vector<double>(3, 0.25));
-  EXPECT_EQ(values_of(made({"ones", {}}, {3}, "w", DType::Bool)), std::vector<double>(3, 1.0));
+  EXPECT_EQ(values(made({"constant", {{"val", 0.25}}}, {3})), std::vector<double>(3, 0.25));
+  EXPECT_EQ(values(made({"ones", {}}, {3}, "w", DType::Bool)), std::vector<double>(3, 1.0));
   // A strided view is filled element by element, leaving the gaps alone.
   Tensor buf = Tensor::zeros({4, 6}, DType::Float32);
   materialize({"constant", {{"val", 2.0}}}, buf.as_strided({4, 3}, {6, 2}, 0), opts("w"));
-  const auto v = values_of(buf);
+  const auto v = values(buf);
   for (int i = 0; i < 24; ++i) EXPECT_EQ(v[i], i % 2 == 0 ? 2.0 : 0.0) << i;
 }
 
@@ -242,13 +222,13 @@ TEST(Materializer, DistributionsOfLargeTensors) {
     SCOPED_TRACE(inverse ? "inverse transform" : "box-muller");
     const MaterializeOptions o = opts("big", 2, inverse);
     const double std = std::sqrt(2.0) / 32.0;
-    const auto v = values_of(made({"kaiming_normal", {{"nonlinearity", std::string("relu")}}}, s,
-                                  "big", DType::Float32, &o));
+    const auto v = values(made({"kaiming_normal", {{"nonlinearity", std::string("relu")}}}, s,
+                               "big", DType::Float32, &o));
     EXPECT_NEAR(sample_std(v), std, 5 * std / std::sqrt(2 * n));  // 5 standard errors
     EXPECT_LT(ks_statistic(v, [&](double x) { return phi(x / std); }), ks_limit(v.size()));
     const auto t =
-        values_of(made({"trunc_normal", {{"mean", 0.1}, {"std", 0.02}, {"a", 0.07}, {"b", 0.2}}}, s,
-                       "big", DType::Float32, &o));
+        values(made({"trunc_normal", {{"mean", 0.1}, {"std", 0.02}, {"a", 0.07}, {"b", 0.2}}}, s,
+                    "big", DType::Float32, &o));
     EXPECT_GE(*std::min_element(t.begin(), t.end()), 0.07f);
     EXPECT_LE(*std::max_element(t.begin(), t.end()), 0.2f);
     const double lo = phi(-1.5), hi = phi(5.0);
@@ -257,7 +237,7 @@ TEST(Materializer, DistributionsOfLargeTensors) {
               ks_limit(t.size()) + 1e-5);
   }
   const double bound = std::sqrt(6.0 / 2048.0);
-  const auto u = values_of(made({"xavier_uniform", {}}, s, "big"));
+  const auto u = values(made({"xavier_uniform", {}}, s, "big"));
   EXPECT_LT(
       ks_statistic(u, [&](double x) { return std::clamp((x + bound) / (2 * bound), 0.0, 1.0); }),
       ks_limit(u.size()));
@@ -329,7 +309,7 @@ TEST(Materializer, CustomCallableGetsTheTensorsStream) {
       },
       t, opts("custom.w"));
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(values_of(t), normal_ref({50, 20}, "custom.w", 0.0, 0.5));
+  EXPECT_EQ(values(t), normal_ref({50, 20}, "custom.w", 0.0, 0.5));
   EXPECT_EQ(failure_of([&] { materialize(MaterializerFn{}, t, opts("w")); }).code,
             Status::NullPointer);
   EXPECT_EQ(failure_of([&] {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/core/parallel.h"
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -13,15 +14,6 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 using Vec = std::vector<double>;
-
-Status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Status::Ok;
-}
 
 // Normalizes rows x len with the mean and biased variance of each row.
 Vec layer_norm_ref(const Vec& x, int64_t len, const Vec& w, const Vec& b, double eps) {

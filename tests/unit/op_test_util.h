@@ -43,6 +43,12 @@ inline std::vector<double> values(const Tensor& t) {
   return v;
 }
 
+// The bytes of a contiguous tensor's elements, for bit-exact comparisons.
+inline std::vector<unsigned char> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.raw_data());
+  return std::vector<unsigned char>(p, p + t.nbytes());
+}
+
 inline void expect_values(const Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
   auto got = values(t);
   ASSERT_EQ(got.size(), want.size());
@@ -56,6 +62,28 @@ inline void expect_values(const Tensor& t, const std::vector<double>& want, doub
       continue;
     }
     EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << "element " << i;
+  }
+}
+
+// The values 0, 1, 2, ... in row-major order.
+inline Tensor iota(const Dims& shape, DType dt = DType::Float64) {
+  std::vector<double> v(numel_of(shape));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return make(v, shape, dt);
+}
+
+// Like expect_values, but equal infinities and NaN against NaN also match.
+inline void expect_close(const Tensor& t, const std::vector<double>& want, double tol) {
+  auto got = values(t);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isinf(want[i]) || std::isnan(want[i])) {
+      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+          << "element " << i << ": got " << got[i] << ", want " << want[i];
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
+        << "element " << i << " of " << got.size();
   }
 }
 

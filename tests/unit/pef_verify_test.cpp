@@ -14,10 +14,14 @@
 #include "engine/pef/reader.h"
 #include "engine/pef/verify.h"
 #include "engine/pef/writer.h"
+#include "error_test_util.h"
 #include "pef_sample_program.h"
 
 namespace samba::pef {
 namespace {
+
+using testing::expect_status;
+using testing::message_of;
 
 const ProgramDesc& sample() {
   static const ProgramDesc p = sample::resffn_program();
@@ -47,33 +51,21 @@ struct Mutation {
 
 void PrintTo(const Mutation& m, std::ostream* os) { *os << m.what; }
 
-std::string message_of(const std::function<void()>& f, Status& status) {
-  try {
-    f();
-  } catch (const Error& e) {
-    status = e.code();
-    return e.what();
-  }
-  status = Status::Ok;
-  return "";
-}
-
 class PefVerify : public ::testing::TestWithParam<Mutation> {};
 
 TEST_P(PefVerify, RefusedInMemoryAndFromAFile) {
   const Mutation& m = GetParam();
   ProgramDesc p = sample();
   m.mutate(p);
-  Status st = Status::Ok;
-  std::string msg = message_of([&] { verify_program(p); }, st);
-  EXPECT_EQ(st, m.status) << msg;
-  EXPECT_NE(msg.find(m.expected), std::string::npos)
-      << "verify_program said: " << msg << "\nexpected: " << m.expected;
+  {
+    SCOPED_TRACE("verify_program");
+    expect_status(m.status, [&] { verify_program(p); }, {m.expected});
+  }
   std::vector<uint8_t> bytes = serialize_pef(p);
-  msg = message_of([&] { parse_pef(bytes); }, st);
-  EXPECT_EQ(st, m.status) << msg;
-  EXPECT_NE(msg.find(m.expected), std::string::npos)
-      << "parse_pef said: " << msg << "\nexpected: " << m.expected;
+  {
+    SCOPED_TRACE("parse_pef");
+    expect_status(m.status, [&] { parse_pef(bytes); }, {m.expected});
+  }
   // The log of a broken program is still written, without crashing.
   EXPECT_FALSE(format_pef_log(p).empty());
 }
@@ -353,10 +345,8 @@ std::vector<uint8_t> zstd_of(const std::vector<uint8_t>& raw) {
 }
 
 std::string refusal(const std::vector<uint8_t>& bytes, Status want = Status::CorruptFile) {
-  Status st = Status::Ok;
-  std::string msg = message_of([&] { parse_pef(bytes); }, st);
-  EXPECT_EQ(st, want) << msg;
-  return msg;
+  expect_status(want, [&] { parse_pef(bytes); });
+  return message_of([&] { parse_pef(bytes); });
 }
 
 #define EXPECT_HAS(haystack, needle) \

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -153,18 +154,6 @@ std::vector<double> spread(const std::vector<std::vector<std::pair<int64_t, doub
   for (size_t o = 0; o < terms.size(); ++o)
     for (auto [idx, wgt] : terms[o]) dx[idx] += wgt * gv[o];
   return dx;
-}
-
-void expect_status(Status want, const std::function<void()>& f, std::vector<std::string> words) {
-  try {
-    f();
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
-    for (const auto& w : words)
-      EXPECT_NE(std::string(e.what()).find(w), std::string::npos)
-          << "'" << w << "' not in: " << e.what();
-  }
 }
 
 std::vector<double> iota(int n) {

@@ -3,6 +3,7 @@
 #include <functional>
 #include <limits>
 
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -64,15 +65,6 @@ Attrs dims(Ints d, bool keepdim = false) { return {{"dim", d}, {"keepdim", keepd
 // A transposed view: shape (b, a) over a contiguous (a, b) buffer.
 Tensor transposed(const Tensor& t) {
   return t.as_strided({t.shape()[1], t.shape()[0]}, {1, t.shape()[1]}, 0);
-}
-
-void expect_status(Status want, const std::function<void()>& f) {
-  try {
-    f();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), want) << e.what();
-  }
 }
 
 }  // namespace

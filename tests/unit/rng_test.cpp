@@ -17,15 +17,22 @@
 #include <string>
 #include <vector>
 
+#include "distribution_test_util.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
 #include "engine/rng/bf16.h"
 #include "engine/rng/distributions.h"
 #include "engine/rng/multithreaded_rng.h"
 #include "engine/rng/philox.h"
+#include "op_test_util.h"
 
 using namespace samba;
 using namespace samba::rng;
+using samba::testing::bytes_of;
+using samba::testing::ks_limit;
+using samba::testing::ks_statistic;
+using samba::testing::phi;
+using samba::testing::values;
 
 namespace {
 
@@ -102,36 +109,9 @@ std::vector<unsigned char> run(const Sampler& s, uint64_t first, int64_t n) {
   return out;
 }
 
-// Kolmogorov-Smirnov statistic of a sample against a continuous CDF.
-double ks_statistic(std::vector<double> x, const std::function<double(double)>& cdf) {
-  std::sort(x.begin(), x.end());
-  const double n = static_cast<double>(x.size());
-  double d = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double f = cdf(x[i]);
-    d = std::max({d, (static_cast<double>(i) + 1) / n - f, f - static_cast<double>(i) / n});
-  }
-  return d;
-}
-// The KS critical value at significance 0.001: the test rejects a correct
-// generator once in a thousand seeds (and the seeds here are fixed).
-double ks_limit(size_t n) { return 1.949 / std::sqrt(static_cast<double>(n)); }
-
-double phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
 template <class T>
 std::vector<double> as_doubles(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
-}
-
-std::vector<double> values_of(const Tensor& t) {
-  Tensor f = t.to(DType::Float64);
-  return std::vector<double>(f.data<double>(), f.data<double>() + f.numel());
-}
-
-std::vector<unsigned char> bytes_of(const Tensor& t) {
-  const auto* p = static_cast<const unsigned char*>(t.raw_data());
-  return std::vector<unsigned char>(p, p + t.nbytes());
 }
 
 }  // namespace
@@ -425,7 +405,7 @@ TEST(MultithreadedRng, ValuesDependOnlyOnSeedAndName) {
   auto draw = [](uint64_t seed, const char* name) {
     Tensor t = Tensor::empty({100000}, DType::Float32);
     MultithreadedRng(seed, name).normal(t, 0.0, 1.0);
-    return values_of(t);
+    return values(t);
   };
   const auto a = draw(5, "fc1.weight");
   // Other generation in between changes nothing: there is no hidden state.
@@ -472,7 +452,7 @@ TEST(MultithreadedRng, NonContiguousTensorsGetRowMajorElements) {
   MultithreadedRng(1, "w").uniform(view, -1.0, 1.0);
   Tensor ref = Tensor::empty({60, 40}, DType::Float32);
   MultithreadedRng(1, "w").uniform(ref, -1.0, 1.0);
-  EXPECT_EQ(values_of(view.contiguous()), values_of(ref));
+  EXPECT_EQ(values(view.contiguous()), values(ref));
 }
 
 TEST(MultithreadedRng, IntegersIntoEveryNumericDtype) {
@@ -482,7 +462,7 @@ TEST(MultithreadedRng, IntegersIntoEveryNumericDtype) {
        {DType::Int32, DType::Int16, DType::Int8, DType::UInt8, DType::Float32, DType::BFloat16}) {
     Tensor t = Tensor::empty({1000}, dt);
     MultithreadedRng(1, "idx", {2}).integers(t, 0, 100);
-    EXPECT_EQ(values_of(t), values_of(ref)) << dtype_name(dt);
+    EXPECT_EQ(values(t), values(ref)) << dtype_name(dt);
   }
 }
 

@@ -3,10 +3,9 @@
 // grad_of_outputs pattern (the loss computed on the host).
 #include <gtest/gtest.h>
 
+#include "compile_test_util.h"
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
-#include "engine/pef/reader.h"
-#include "engine/pef/writer.h"
 #include "engine/runtime/runtime.h"
 #include "op_test_util.h"
 
@@ -14,14 +13,10 @@ namespace samba::runtime {
 namespace {
 
 using compiler::GraphSpec;
+using testing::named;
 using testing::rand_tensor;
+using testing::round_trip;
 using testing::values;
-
-Tensor named(Tensor t, const std::string& name, bool requires_grad = false) {
-  t.impl()->name = name;
-  t.impl()->requires_grad = requires_grad;
-  return t;
-}
 
 struct Net {
   Tensor w = named(rand_tensor({3, 4}, DType::Float32, 1, -0.5, 0.5), "fc.weight", true);
@@ -58,8 +53,7 @@ GraphSpec with_loss(const Net& n, double lr) {
 }
 
 std::unique_ptr<Runtime> load(const std::vector<GraphSpec>& specs, ThreadPool& pool) {
-  return std::make_unique<Runtime>(pef::parse_pef(pef::serialize_pef(compiler::compile_program(specs, {}))), pool,
-                                   nullptr);
+  return std::make_unique<Runtime>(round_trip(compiler::compile_program(specs, {})), pool, nullptr);
 }
 
 RunRequest step_request() {

@@ -1,28 +1,24 @@
 // The runtime: PEFs compiled from small models, written, read back and run
 // on the emulated device; results compared with eager computation.
+#include "engine/runtime/runtime.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include "compile_test_util.h"
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
-#include "engine/pef/reader.h"
-#include "engine/pef/writer.h"
-#include "engine/runtime/runtime.h"
 #include "op_test_util.h"
 
 namespace samba::runtime {
 namespace {
 
 using compiler::GraphSpec;
+using testing::named;
 using testing::rand_tensor;
+using testing::round_trip;
 using testing::values;
-
-Tensor named(Tensor t, const std::string& name, bool requires_grad = false) {
-  t.impl()->name = name;
-  t.impl()->requires_grad = requires_grad;
-  return t;
-}
 
 // Two branches that meet: out = relu(x W1ᵀ) + sigmoid(x W2ᵀ), so the
 // section's flow graph has parallel work.
@@ -36,8 +32,6 @@ struct Branches {
     return {call1("mean", {out}), out};
   }
 };
-
-pef::ProgramDesc round_trip(const pef::ProgramDesc& p) { return pef::parse_pef(pef::serialize_pef(p)); }
 
 GraphSpec spec_of(const Branches& m, int64_t batch, int64_t micro = 0) {
   GraphSpec s;

@@ -1,5 +1,6 @@
 // Shape ops: the views (permute, transpose, t, squeeze, unsqueeze, flatten)
 // and the joins and copies (cat, stack, split, chunk, repeat, pad).
+#include "error_test_util.h"
 #include "op_test_util.h"
 
 using namespace samba;
@@ -9,27 +10,12 @@ namespace {
 
 using Ints = std::vector<int64_t>;
 
-Tensor iota(const Dims& shape, DType dt = DType::Float64) {
-  std::vector<double> v(numel_of(shape));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
-  return make(v, shape, dt);
-}
-
 // Element at `idx` of any strided tensor, read through its strides.
 double at(const Tensor& t, const Ints& idx) {
   int64_t off = 0;
   for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
   return SAMBA_DISPATCH_ALL(t.dtype(), "at",
                             [&] { return convert_value<double>(t.data<scalar_t>()[off]); });
-}
-
-Status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return Status::Ok;
 }
 
 // Base address of the storage a tensor reads from.

@@ -34,20 +34,6 @@ std::vector<double> reference(const std::vector<double>& x, const Dims& shape, i
   return y;
 }
 
-// expect_values, with equal infinities counted as equal (log_softmax of -inf).
-void expect_close(const Tensor& t, const std::vector<double>& want, double tol) {
-  auto got = values(t);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isinf(want[i]) || std::isnan(want[i])) {
-      EXPECT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
-          << "element " << i << ": got " << got[i] << ", want " << want[i];
-      continue;
-    }
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << "element " << i;
-  }
-}
-
 void expect_matches_reference(const Tensor& x, int64_t dim, double tol = 1e-12) {
   for (bool log : {false, true}) {
     SCOPED_TRACE(::testing::Message()

@@ -12,10 +12,11 @@ from . import dtypes
 from .dtypes import DType as dtype, bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from .dtypes import promote_types
 from .creation import arange, empty, full, normal, ones, parameter, rand, randint, randn, zeros
+from .functions import call_op, export_all as _export_all
 from .lazy import Materializer, RngStream
-from .ops import call_op, op_names, schema
+from .ops import op_names, schema
 from .session import SambaSession, session
-from .tensor import SambaTensor, as_tensor, from_numpy
+from .tensor import SambaTensor, as_tensor, from_dlpack, from_numpy
 from .torch_interop import from_torch_model_, from_torch_tensor, to_torch
 from .graph import SambaGraph
 from .sambaloader import SambaLoader
@@ -50,15 +51,4 @@ def op_schema(name):
     return schema(name)
 
 
-def from_dlpack(obj):
-    """A SambaTensor sharing the memory of any object with __dlpack__ (or a DLPack capsule)."""
-    from .dlpack import from_dlpack as _from
-    return _from(obj)
-
-
-def _export_ops():
-    from .ops import export_all
-    export_all(globals())
-
-
-_export_ops()
+_export_all(globals())

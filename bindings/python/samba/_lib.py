@@ -1,4 +1,7 @@
-"""Finding libsamba.so and calling it: prototypes, status checks, errors."""
+"""The package's leaf: finding libsamba.so and calling it (prototypes, status
+checks, errors), NativeHandle (the one owner of a native handle), and the
+default native session. It imports nothing of the package; every other
+module builds on it."""
 import ctypes
 import ctypes.util
 import os
@@ -107,3 +110,69 @@ def handles(values):
 
 
 MODEL_FN = ctypes.CFUNCTYPE(c_int32, P, PP, c_size, PP, c_size, ctypes.POINTER(c_size))
+
+
+class NativeHandle:
+    """Owns one reference to a native object and releases it once: on close(),
+    on leaving a `with` block, or when collected. A subclass names its
+    release function: class SambaGraph(NativeHandle, release="samba_graph_release")."""
+
+    __slots__ = ("_h",)
+    _release = None
+
+    def __init_subclass__(cls, release=None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if release is not None:
+            # Bound now, on the class: at interpreter exit this module's
+            # globals may already be gone while objects are still collected.
+            cls._release = function(release)
+
+    def __init__(self, handle=None):
+        self._h = handle if handle is None or isinstance(handle, P) else P(handle)
+
+    @property
+    def handle(self):
+        return self._h
+
+    @property
+    def _as_parameter_(self):
+        # ctypes passes the object itself as its handle.
+        return self._h
+
+    def close(self):
+        h, self._h = getattr(self, "_h", None), None
+        if h:
+            self._release(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the process frees it
+            pass
+
+
+class NativeSession(NativeHandle, release="samba_session_release"):
+    """A native session: a thread pool, a seed, profiles, the loaded PEF."""
+
+    __slots__ = ()
+
+
+class Owned(NativeHandle):
+    """A short-lived options object (samba_<kind>_options), released on leaving `with`."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, kind, *args):
+        self._release = function(f"samba_{kind}_release")
+        super().__init__(out_handle(f"samba_{kind}_create", *args))
+
+
+# The default session (samba.session wraps it): eager ops, random tensors,
+# lazy parameters and device tensor access go through it.
+default_session = NativeSession(out_handle("samba_session_create", None))

@@ -2,9 +2,11 @@
 import ctypes
 
 from . import dtypes
+from .lazy import Materializer
 from ._lib import out_handle
-from .ops import call_op
-from .tensor import SambaTensor
+from .functions import call_op
+from .session import session
+from .tensor import SambaTensor, materializer_of
 
 
 def _shape(size):
@@ -52,7 +54,6 @@ def arange(start, end=None, step=1, dtype=None, name=None, requires_grad=False):
 
 
 def _random(op, size, attrs, dtype, name, requires_grad, batch_dim):
-    from .session import session
     seed, stream = session.random_stream()
     attrs = dict(attrs, shape=list(_shape(size)), seed=seed & 0x7FFFFFFFFFFFFFFF, offset=stream, dtype=dtype)
     return _finish(call_op(op, [], attrs), name, requires_grad, batch_dim)
@@ -93,10 +94,7 @@ def normal(mean, std, size, dtype="float32", name=None, requires_grad=False, bat
 def parameter(name, shape, materializer="linear_weight", dtype="float32", **params):
     """A named parameter whose values come from a materializer: a placeholder
     in lazy parameter mode (session.enable_lazy_param), materialized otherwise."""
-    from .lazy import Materializer
-    from .session import session
-    m = materializer if isinstance(materializer, Materializer) else (
-        Materializer.custom(materializer) if callable(materializer) else Materializer(materializer, **params))
+    m = Materializer(materializer, **params) if isinstance(materializer, str) else materializer_of(materializer)
     shape = tuple(shape)
     arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
     h = out_handle("samba_session_create_parameter", session.handle, name.encode(),

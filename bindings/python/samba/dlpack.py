@@ -1,8 +1,8 @@
-"""DLPack in and out through PyCapsules (samba_tensor_from_dlpack / _to_dlpack)."""
+"""DLPack in and out through PyCapsules (samba_tensor_from_dlpack / _to_dlpack),
+on native handles; SambaTensor wraps them (tensor.from_dlpack, __dlpack__)."""
 import ctypes
 
 from ._lib import call, out_handle
-from .tensor import SambaTensor
 
 _api = ctypes.pythonapi
 _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -13,16 +13,18 @@ _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
-def from_dlpack(obj):
+def handle_from_dlpack(obj):
+    """An OWNED tensor handle taking over a DLPack producer's (or capsule's) tensor."""
     capsule = obj.__dlpack__() if hasattr(obj, "__dlpack__") else obj
     ptr = _api.PyCapsule_GetPointer(capsule, b"dltensor")
     h = out_handle("samba_tensor_from_dlpack", ctypes.c_void_p(ptr))
     # The tensor owns the DLManagedTensor now: the capsule must not delete it.
     _api.PyCapsule_SetName(capsule, b"used_dltensor")
-    return SambaTensor._wrap(h)
+    return h
 
 
 def to_dlpack(t):
+    """A DLPack capsule sharing the memory of `t` (anything with a tensor .handle)."""
     managed = ctypes.c_void_p()
     call("samba_tensor_to_dlpack", t.handle, ctypes.byref(managed))
     return _api.PyCapsule_New(managed, b"dltensor", None)

@@ -43,7 +43,7 @@ class DType(int):
         return size(self)
 
     def to_torch(self):
-        import torch
+        import torch  # optional: only torch interop needs it, so it is imported on first use
         return getattr(torch, self.name)
 
 

@@ -3,39 +3,24 @@ session.compile_multigraph), with its model, inputs, optimizers and
 per-graph compile settings."""
 import ctypes
 
-from ._lib import lib, out_handle
+from ._lib import NativeHandle, out_handle
 from .session import SambaSession, _ModelCallback, _inputs, _optimizer_handles
 from .tensor import to_handles
 
 
-class SambaGraph:
+class SambaGraph(NativeHandle, release="samba_graph_release"):
     def __init__(self, name, model, inputs, optimizers=None, inference=False, batch_size=0, micro_batch_size=0,
                  loss_indices=None, mapping="section", grad_accumulation=False):
+        super().__init__()
         self.name = name
         self.model = model
         self.inputs, keys = _inputs(inputs)
         self.optimizers = optimizers
         # The C graph calls the model whenever it is compiled or traced: keep the callback alive.
         self.callback = _ModelCallback(model, keys)
-        co = SambaSession._compile_options(name, "", inference, batch_size, micro_batch_size, 1, loss_indices,
-                                           None, mapping, grad_accumulation)
-        try:
+        with SambaSession._compile_options(name, "", inference, batch_size, micro_batch_size, 1, loss_indices,
+                                           None, mapping, grad_accumulation) as co:
             opts, n_opts = _optimizer_handles(None if inference else optimizers)
             self._h = out_handle("samba_graph_create", name.encode(), self.callback.fn, None,
                                  to_handles(self.inputs), ctypes.c_size_t(len(self.inputs)), opts,
-                                 ctypes.c_size_t(n_opts), co)
-        finally:
-            lib.samba_compile_options_release(co)
-
-    @property
-    def handle(self):
-        return self._h
-
-    def __del__(self):
-        h = getattr(self, "_h", None)
-        if h:
-            try:
-                lib.samba_graph_release(h)
-            except Exception:  # noqa: BLE001 - interpreter shutdown
-                pass
-            self._h = None
+                                 ctypes.c_size_t(n_opts), co.handle)

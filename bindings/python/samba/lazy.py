@@ -1,7 +1,7 @@
 """Materializers: what gives a (lazily created) parameter its initial values."""
 import ctypes
 
-from ._lib import P, call, lib, out_handle
+from ._lib import NativeHandle, P, call, lib, out_handle
 from .ops import attrs_handle
 
 MATERIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, P, P, P)
@@ -23,30 +23,29 @@ class RngStream:
         call("samba_rng_stream_integers", self._h, out.handle, ctypes.c_int64(low), ctypes.c_int64(high))
 
 
-class Materializer:
+class Materializer(NativeHandle, release="samba_materializer_release"):
     """A built-in (samba.Materializer("kaiming_uniform", a=0.0)) or custom materializer."""
 
     def __init__(self, kind_or_handle, **params):
         if isinstance(kind_or_handle, str):
             ah = attrs_handle(params) if params else None
             try:
-                self._h = out_handle("samba_materializer_create", kind_or_handle.encode(), ah)
+                super().__init__(out_handle("samba_materializer_create", kind_or_handle.encode(), ah))
             finally:
                 if ah:
                     lib.samba_attrs_release(ah)
         else:
-            self._h = kind_or_handle if isinstance(kind_or_handle, ctypes.c_void_p) else ctypes.c_void_p(
-                kind_or_handle)
+            super().__init__(kind_or_handle)
         self._callback = None
 
     @classmethod
-    def custom(cls, fn):
-        """fn(tensor, rng) fills `tensor` in place (through rng, numpy, or ops)."""
-        from .session import _borrowed
+    def custom(cls, fn, borrowed_tensor):
+        """fn(tensor, rng) fills `tensor` in place (through rng, numpy, or ops);
+        borrowed_tensor(handle) makes the tensor fn gets (SambaTensor._borrowed)."""
 
         def trampoline(_user, out, rng):
             try:
-                fn(_borrowed(out), RngStream(rng))
+                fn(borrowed_tensor(out), RngStream(rng))
                 return 0
             except BaseException as e:  # noqa: BLE001 - reported through the status
                 lib.samba_set_error_message(1, f"{type(e).__name__}: {e}".encode())
@@ -56,16 +55,6 @@ class Materializer:
         m = cls(out_handle("samba_materializer_create_custom", cb, None, None))
         m._callback = cb
         return m
-
-    def __del__(self):
-        h = getattr(self, "_h", None)
-        if h and lib is not None:
-            lib.samba_materializer_release(h)
-            self._h = None
-
-    @property
-    def handle(self):
-        return self._h
 
     @property
     def kind(self):

@@ -1,17 +1,16 @@
-"""Op functions generated from the registry's schemas (samba_op_schema_json):
-samba.relu(x), samba.linear(x, w, b), samba.layer_norm(x, w, b,
-normalized_shape=[64]), ... Inputs are positional; attributes follow them
-positionally or by keyword, with the schema's defaults. Each call computes on
-the host, or is recorded while a model is being compiled."""
+"""The registry's ops on native handles: names, schemas
+(samba_op_schema_json), attributes, binding a Python call to a schema, and
+calling an op in the default session (it computes on the host, or is
+recorded while a model is being compiled). SambaTensor and samba.<op>
+(functions.py) build on these."""
 import ctypes
 import json
 
 from . import dtypes
-from ._lib import P, c_size, call, lib, out_handle
+from ._lib import P, SambaError, c_size, call, default_session, lib, out_handle
 
 _MAX_OUTPUTS = 64
 _schemas = {}
-_functions = {}
 
 
 def op_names():
@@ -64,79 +63,71 @@ def attrs_handle(values, types=None):
     return h
 
 
-def call_op(name, inputs, attrs=None):
-    """Runs registry op `name` on SambaTensors (None for an absent optional input)."""
-    from .session import session
-    from .tensor import SambaTensor
+def is_op(name):
+    """Whether `name` is a registry op (names starting with '_' never are)."""
+    if name.startswith("_"):
+        return False
+    try:
+        schema(name)
+        return True
+    except SambaError:
+        return False
+
+
+def call_native(name, input_handles, attrs=None):
+    """Runs registry op `name` on native tensor handles (None for an absent
+    optional input) in the default session; returns (OWNED output handles,
+    whether the op has a single output)."""
     sch = schema(name)
     types = {a["name"]: a["type"] for a in sch["attrs"]}
     ah = attrs_handle(attrs or {}, types) if attrs else None
     try:
-        ins = (P * max(1, len(inputs)))(*[t.handle if t is not None else None for t in inputs])
+        ins = (P * max(1, len(input_handles)))(*input_handles)
         outs = (P * _MAX_OUTPUTS)()
         n = c_size()
-        call("samba_op_call", session.handle, name.encode(), ins, ctypes.c_size_t(len(inputs)), ah, outs,
-             ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
+        call("samba_op_call", default_session.handle, name.encode(), ins, ctypes.c_size_t(len(input_handles)), ah,
+             outs, ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
     finally:
         if ah:
             lib.samba_attrs_release(ah)
-    results = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
-    return results[0] if len(sch["outputs"]) == 1 and not sch["outputs"][0].get("variadic") else tuple(results)
+    single = len(sch["outputs"]) == 1 and not sch["outputs"][0].get("variadic")
+    return [outs[i] for i in range(n.value)], single
 
 
-def _make(name):
-    from .tensor import as_tensor
+def bind(name, args, kwargs):
+    """Binds a Python call of op `name` to its schema: (the input values in
+    order, None for absent optional ones, trailing absent ones dropped; the
+    attributes by name). Inputs are positional (or by name); attributes
+    follow them positionally or by keyword."""
     sch = schema(name)
-    ins, attrs = sch["inputs"], sch["attrs"]
-    attr_names = [a["name"] for a in attrs]
-
-    def fn(*args, **kwargs):
-        args = list(args)
-        tensors = []
-        for spec in ins:
-            if spec.get("variadic"):
-                seq = args.pop(0) if args else kwargs.pop(spec["name"], [])
-                tensors.extend(as_tensor(t) for t in seq)
-            elif args:
-                a = args.pop(0)
-                tensors.append(None if a is None else as_tensor(a))
-            elif spec["name"] in kwargs:
-                a = kwargs.pop(spec["name"])
-                tensors.append(None if a is None else as_tensor(a))
-            elif spec.get("optional"):
-                tensors.append(None)
-            else:
-                raise TypeError(f"{name}() missing input '{spec['name']}'")
-        values = dict(zip(attr_names, args))
-        if len(args) > len(attr_names):
-            raise TypeError(f"{name}() takes {len(ins)} inputs and {len(attr_names)} attributes; got more")
-        for k, v in kwargs.items():
-            if k not in attr_names:
-                raise TypeError(f"{name}() has no attribute '{k}'; its attributes are {attr_names}")
-            values[k] = v
-        while tensors and tensors[-1] is None:
-            tensors.pop()
-        return call_op(name, tensors, values)
-
-    fn.__name__ = name
-    sig = ", ".join([i["name"] for i in ins] + [f"{a['name']}={a.get('default')!r}" for a in attrs])
-    fn.__doc__ = f"{name}({sig})\n\n{sch.get('doc', '')}"
-    return fn
+    ins, attr_names = sch["inputs"], [a["name"] for a in sch["attrs"]]
+    args, kwargs = list(args), dict(kwargs)
+    inputs = []
+    for spec in ins:
+        if spec.get("variadic"):
+            inputs.extend(args.pop(0) if args else kwargs.pop(spec["name"], []))
+        elif args:
+            inputs.append(args.pop(0))
+        elif spec["name"] in kwargs:
+            inputs.append(kwargs.pop(spec["name"]))
+        elif spec.get("optional"):
+            inputs.append(None)
+        else:
+            raise TypeError(f"{name}() missing input '{spec['name']}'")
+    if len(args) > len(attr_names):
+        raise TypeError(f"{name}() takes {len(ins)} inputs and {len(attr_names)} attributes; got more")
+    values = dict(zip(attr_names, args))
+    for k, v in kwargs.items():
+        if k not in attr_names:
+            raise TypeError(f"{name}() has no attribute '{k}'; its attributes are {attr_names}")
+        values[k] = v
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    return inputs, values
 
 
-def op_function(name):
-    if name.startswith("_"):
-        return None
-    if name not in _functions:
-        try:
-            _functions[name] = _make(name)
-        except Exception:  # noqa: BLE001 - not an op
-            _functions[name] = None
-    return _functions[name]
-
-
-def export_all(namespace):
-    """Defines every registry op as a function in `namespace` (the samba module)."""
-    for n in op_names():
-        if n not in namespace:
-            namespace[n] = op_function(n)
+def signature_doc(name):
+    """'name(inputs, attr=default, ...)' and the schema's docs."""
+    sch = schema(name)
+    sig = ", ".join([i["name"] for i in sch["inputs"]] + [f"{a['name']}={a.get('default')!r}" for a in sch["attrs"]])
+    return f"{name}({sig})\n\n{sch.get('doc', '')}"

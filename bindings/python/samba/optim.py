@@ -3,7 +3,7 @@ OPT sections (their numeric hyperparameters become argins run() can change),
 which can also step eagerly on host tensors."""
 import ctypes
 
-from ._lib import call, lib, out_handle
+from ._lib import call, default_session as session, lib, out_handle
 from .ops import attrs_handle
 from .tensor import to_handles
 
@@ -49,7 +49,6 @@ class Optimizer:
         self.param_groups.append(dict(group, params=params))
 
     def step(self):
-        from .session import session
         call("samba_optimizer_step", session.handle, self._h)
 
     def zero_grad(self):

@@ -7,6 +7,9 @@ the iterator) stops and joins the thread."""
 import queue
 import threading
 
+from .session import session
+from .tensor import as_tensor
+
 _END = object()
 
 
@@ -32,7 +35,6 @@ class SambaLoader:
         return len(self.loader)
 
     def _convert(self, batch):
-        from .tensor import as_tensor
         items = list(batch) if isinstance(batch, (tuple, list)) else [batch]
         if len(items) != len(self.names):
             raise ValueError(f"SambaLoader: a batch has {len(items)} tensors but {len(self.names)} names were "
@@ -69,7 +71,6 @@ class SambaLoader:
                 continue
 
     def __iter__(self):
-        from .session import session
         self.close()
         self._pin = session.use_pinned_memory() if self.pinned_memory is None else self.pinned_memory
         self._queue = queue.Queue(maxsize=self.maxsize)

@@ -3,10 +3,12 @@ section on the emulated device. `samba.session` is the default session."""
 import atexit
 import contextlib
 import ctypes
+import os
+import sys
 import threading
+import traceback
 
-from . import dtypes
-from ._lib import SambaError, MODEL_FN, P, c_size, call, check, lib, out_handle, strings
+from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
 from .tensor import SambaTensor, as_tensor, to_handles
 
 _TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
@@ -22,12 +24,6 @@ class _PerfReport(ctypes.Structure):
                 ("latency_p99_ms", ctypes.c_double), ("latency_max_ms", ctypes.c_double)]
 
 
-def _borrowed(h):
-    """A SambaTensor for a borrowed handle (takes its own reference)."""
-    call("samba_tensor_retain", ctypes.c_void_p(h))
-    return SambaTensor._wrap(ctypes.c_void_p(h))
-
-
 class _ModelCallback:
     """A Python model as the C ABI's samba_model_fn: errors become statuses
     whose message carries the Python exception."""
@@ -40,7 +36,7 @@ class _ModelCallback:
 
     def _call(self, _user, inputs, n_in, outputs, capacity, n_out):
         try:
-            ins = [_borrowed(inputs[i]) for i in range(n_in)]
+            ins = [SambaTensor._borrowed(inputs[i]) for i in range(n_in)]
             result = self.model(**dict(zip(self.keys, ins))) if self.keys else self.model(*ins)
             outs = list(result) if isinstance(result, (tuple, list)) else [result]
             if len(outs) > capacity:
@@ -84,28 +80,26 @@ def _optimizer_handles(optimizers):
 class SambaSession:
     """A session: a thread pool, a seed, profiles, and the loaded PEF."""
 
-    def __init__(self, pef_path="", num_threads=0, seed=0):
-        opts = out_handle("samba_session_options_create")
-        try:
-            call("samba_session_options_set_num_threads", opts, ctypes.c_int32(num_threads))
-            call("samba_session_options_set_seed", opts, ctypes.c_uint64(seed))
-            self._h = out_handle("samba_session_create", opts)
-        finally:
-            lib.samba_session_options_release(opts)
+    def __init__(self, pef_path="", num_threads=0, seed=0, native=None):
+        """A new session, or (native) one around an existing NativeSession."""
+        if native is None:
+            with Owned("session_options") as opts:
+                call("samba_session_options_set_num_threads", opts, ctypes.c_int32(num_threads))
+                call("samba_session_options_set_seed", opts, ctypes.c_uint64(seed))
+                native = NativeSession(out_handle("samba_session_create", opts))
+        self._native = native
         self._tracing = threading.local()
         self.output_tensors = []
         if pef_path:
             self.reset(pef_path)
 
-    def __del__(self):
-        h = getattr(self, "_h", None)
-        if h and lib is not None:
-            lib.samba_session_release(h)
-            self._h = None
-
     @property
     def handle(self):
-        return self._h
+        return self._native.handle
+
+    @property
+    def _h(self):
+        return self._native.handle
 
     # ---- compiling ---------------------------------------------------------------------
     @property
@@ -119,26 +113,34 @@ class SambaSession:
                 init_output_grads=True, mapping="section", grad_accumulation=False, metadata=None,
                 **_deprecated):
         """Traces `model(*inputs)` with its optimizers and writes the PEF
-        (pef_path, or '<name>.pef'); returns the path."""
+        (pef_path, or '<name>.pef'); returns the path.
+
+        Which outputs are losses (the compiler decides, for every binding):
+        with `loss_indices`, exactly those outputs are differentiated, each
+        from a gradient of ones. Without it every output is differentiated:
+        scalar outputs from ones and, when there is one, the non-scalar
+        outputs (a model returning `loss, logits`) from zeros, so they do not
+        count as losses (give them values with trace_graph's custom_grads or
+        run's grad_of_outputs). When no output is a scalar, every output is a
+        loss (as if its sum were) and the compiler warns about each one;
+        pass loss_indices if that is not meant."""
         name = name or getattr(type(model), "__name__", "model") or "model"
         tensors, keys = _inputs(inputs)
-        co = self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
-                                   opt_level, loss_indices, io_host_memory, mapping, grad_accumulation, metadata)
         cb = _ModelCallback(model, keys)
-        try:
+        with self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
+                                   opt_level, loss_indices, io_host_memory, mapping, grad_accumulation,
+                                   metadata) as co:
             opts, n_opts = _optimizer_handles(None if inference else optimizers)
             self._run_model_call("samba_session_compile", cb, self._h, cb.fn, None, to_handles(tensors),
                                  ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts), co)
-        finally:
-            lib.samba_compile_options_release(co)
         return pef_path or f"{name}.pef"
 
     @staticmethod
     def _compile_options(name, path, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
                          loss_indices=None, io_host_memory=None, mapping="section", grad_accumulation=False,
                          metadata=None):
-        """OWNED samba_compile_options for these settings (the caller releases them)."""
-        co = out_handle("samba_compile_options_create")
+        """samba_compile_options for these settings, released on leaving `with`."""
+        co = Owned("compile_options")
         try:
             call("samba_compile_options_set_name", co, name.encode())
             if path:
@@ -159,7 +161,7 @@ class SambaSession:
             for k, v in (metadata or {}).items():
                 call("samba_compile_options_add_metadata", co, str(k).encode(), str(v).encode())
         except BaseException:
-            lib.samba_compile_options_release(co)
+            co.close()
             raise
         return co
 
@@ -174,13 +176,17 @@ class SambaSession:
     def trace_graph(self, model, inputs, optimizers=None, pef_path="", init_output_grads=True,
                     transfer_device=True, unspecified_grads=(), custom_grads=None, data_parallel_mode="normal"):
         """utils.trace_graph: loads the PEF after checking `model` against it;
-        returns the traced outputs (also set as model.output_tensors)."""
+        returns the traced outputs (also set as model.output_tensors).
+
+        With init_output_grads, each output's gradient starts from the value
+        compiled into the PEF (see compile: ones for a loss, zeros for an
+        output that is not one), except the outputs named in
+        unspecified_grads (zeros) and in custom_grads (the given values)."""
         if not pef_path:
             raise ValueError("trace_graph: pef is required (the path compile wrote)")
         tensors, keys = _inputs(inputs)
-        to = out_handle("samba_trace_options_create")
         cb = _ModelCallback(model, keys) if model is not None else None
-        try:
+        with Owned("trace_options") as to:
             call("samba_trace_options_set_init_output_grads", to, ctypes.c_int32(1 if init_output_grads else 0))
             call("samba_trace_options_set_transfer_device", to, ctypes.c_int32(1 if transfer_device else 0))
             call("samba_trace_options_set_data_parallel_mode", to, data_parallel_mode.encode())
@@ -195,33 +201,10 @@ class SambaSession:
             self._run_model_call("samba_session_trace_graph", cb, self._h, cb.fn if cb else None, None,
                                  to_handles(tensors), ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts),
                                  pef_path.encode(), to, outs, ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
-        finally:
-            lib.samba_trace_options_release(to)
         self.output_tensors = [SambaTensor._wrap(outs[i]) for i in range(n.value)]
-        if init_output_grads and transfer_device and not unspecified_grads and not custom_grads:
-            self._zero_non_loss_grads(self.output_tensors)
         if model is not None:
             _set_output_tensors(model, self.output_tensors)
         return self.output_tensors
-
-    def _zero_non_loss_grads(self, outputs):
-        """A model returning (loss, logits) compiled without loss_indices has
-        gradients for both; as in SambaFlow apps, only the scalar outputs are
-        losses: the others' gradients start at zero (set them with sn_grad or
-        run's grad_of_outputs)."""
-        scalars = [o for o in outputs if o.dim() == 0]
-        others = [o.sn_name for o in outputs if o.dim() > 0]
-        if not scalars or not others or "BCKWD" not in self.get_section_types():
-            return
-        with_grads = []
-        for name in others:
-            try:
-                self.get_tensors_by_name([name + ".grad"])
-                with_grads.append(name)
-            except SambaError:
-                pass  # not differentiated: nothing to zero
-        if with_grads:
-            self.init_output_grads(with_grads)
 
     def use_static_functional(self):
         """True while tracing: ops record a graph instead of computing."""
@@ -245,11 +228,8 @@ class SambaSession:
     def compile_multigraph(self, name="", samba_only=False, pef_path=None, opt_level=1, **_deprecated):
         """Compiles the added graphs, in order, into one PEF; returns its path."""
         name = name or "multigraph"
-        co = self._compile_options(name, pef_path or f"{name}.pef", opt_level=opt_level)
-        try:
+        with self._compile_options(name, pef_path or f"{name}.pef", opt_level=opt_level) as co:
             call("samba_session_compile_multigraph", self._h, co)
-        finally:
-            lib.samba_compile_options_release(co)
         return pef_path or f"{name}.pef"
 
     def init_multigraph_runtime(self, pef, transfer_device=True):
@@ -257,12 +237,10 @@ class SambaSession:
 
     def trace_multigraph(self, graph):
         """The traced outputs of an added graph (a SambaGraph, or the model it was made from)."""
-        from .graph import SambaGraph
-        if not isinstance(graph, SambaGraph):
-            found = [g for g in getattr(self, "_graphs", []) if g.model is graph]
-            if not found:
-                raise ValueError("trace_multigraph: the graph was not added to this session (add_graph)")
-            graph = found[-1]
+        found = [g for g in getattr(self, "_graphs", []) if g is graph or g.model is graph]
+        if not found:
+            raise ValueError("trace_multigraph: the graph was not added to this session (add_graph)")
+        graph = found[-1]
         outs = (P * _MAX_OUTPUTS)()
         n = c_size()
         self._run_model_call("samba_session_trace_multigraph", graph.callback, self._h, graph.handle, outs,
@@ -276,8 +254,7 @@ class SambaSession:
             reduce_on_rdu=False, section_ids=(), section_types=(), run_until_call_id=None,
             run_from_call_id=None, data_parallel_mode="normal", train=True, grad_of_outputs=None):
         """SambaSession.run: transfers the inputs, runs the selected sections, returns the outputs."""
-        ro = out_handle("samba_run_options_create")
-        try:
+        with Owned("run_options") as ro:
             for k, v in (hyperparam_dict or {}).items():
                 call("samba_run_options_set_hyperparam", ro, k.encode(), ctypes.c_double(float(v)))
             if section_types:
@@ -304,8 +281,6 @@ class SambaSession:
             call("samba_session_run", self._h, to_handles(ins), ctypes.c_size_t(len(ins)),
                  to_handles(list(output_tensors)), ctypes.c_size_t(len(output_tensors)), ro, outs,
                  ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
-        finally:
-            lib.samba_run_options_release(ro)
         return [SambaTensor._wrap(outs[i]) for i in range(n.value)]
 
     def _names(self, kind):
@@ -387,15 +362,12 @@ class SambaSession:
         """Throughput and latency of `iterations` runs (after `warmup`), as a dict."""
         tensors, _ = _inputs(inputs)
         rep = _PerfReport(struct_size=ctypes.sizeof(_PerfReport))
-        ro = out_handle("samba_run_options_create")
-        try:
+        with Owned("run_options") as ro:
             if section_types:
                 call("samba_run_options_set_section_types", ro, strings(list(section_types)),
                      ctypes.c_size_t(len(section_types)))
             call("samba_session_measure_performance", self._h, to_handles(tensors), ctypes.c_size_t(len(tensors)),
                  ro, ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
-        finally:
-            lib.samba_run_options_release(ro)
         return _report(rep)
 
     def measure_sections(self, inputs, iterations=10, warmup=2):
@@ -448,8 +420,7 @@ class SambaSession:
         if fp32_to_bf16_rounding not in ("nearest_even", "truncation"):
             raise ValueError(f"fp32_to_bf16_rounding must be 'nearest_even' or 'truncation', got "
                              f"{fp32_to_bf16_rounding!r}")
-        lo = out_handle("samba_lazy_param_options_create")
-        try:
+        with Owned("lazy_param_options") as lo:
             if seed is not None:
                 call("samba_lazy_param_options_set_seed", lo, ctypes.c_uint64(seed))
             call("samba_lazy_param_options_set_init_threads", lo, ctypes.c_int32(init_threads))
@@ -458,8 +429,6 @@ class SambaSession:
             call("samba_lazy_param_options_set_bf16_rounding", lo,
                  ctypes.c_int32(0 if fp32_to_bf16_rounding == "nearest_even" else 1))
             call("samba_session_enable_lazy_param", self._h, lo)
-        finally:
-            lib.samba_lazy_param_options_release(lo)
 
     def disable_lazy_param(self):
         call("samba_session_disable_lazy_param", self._h)
@@ -525,9 +494,6 @@ class SambaSession:
         try:
             return func(*args, **kwargs)
         except BaseException:  # noqa: BLE001 - the point is to exit on anything
-            import os
-            import sys
-            import traceback
             traceback.print_exc()
             for i in range(len(getattr(self, "_exit_handlers", []))):
                 try:
@@ -561,4 +527,4 @@ def _report(rep):
     return {f: getattr(rep, f) for f, _ in _PerfReport._fields_ if f != "struct_size"}
 
 
-session = SambaSession()
+session = SambaSession(native=default_session)

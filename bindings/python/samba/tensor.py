@@ -5,8 +5,11 @@ sn_grad, cpu, rdu). Operators, conversions and views are in tensor_ops.py."""
 import ctypes
 
 from . import dtypes
-from ._lib import P, call, handles, lib, out_handle
+from ._lib import NativeHandle, P, call, default_session, handles, out_handle
+from .dlpack import handle_from_dlpack, to_dlpack
+from .lazy import Materializer
 from .tensor_ops import TensorOps
+from .torch_dispatch import dispatch, torch_module
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
 _MEM_TYPES = {None: -1, "auto": -1, "ddr": 0, "hbm": 1, "host": 2}
@@ -19,12 +22,7 @@ def _flag(fn, h):
     return bool(out.value)
 
 
-def _session():
-    from .session import session
-    return session
-
-
-class SambaTensor(TensorOps):
+class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
     """SambaTensor(torch_tensor=None, shape=None, dtype=None, name=None,
     batch_dim=None, named_dims=None, sized_dims=None, materializer=None,
     is_complex=None, region_name=None).
@@ -33,7 +31,7 @@ class SambaTensor(TensorOps):
     memory; from shape and dtype it is empty (no host data: enough to trace,
     and filled by its materializer when one is given)."""
 
-    __slots__ = ("_h", "_keep", "__weakref__")
+    __slots__ = ("_keep", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, torch_tensor=None, shape=None, dtype=None, name=None, batch_dim=None, named_dims=None,
@@ -76,18 +74,15 @@ class SambaTensor(TensorOps):
         t._keep = keep
         return t
 
-    def __del__(self):
-        h = getattr(self, "_h", None)
-        if h:
-            try:
-                lib.samba_tensor_release(h)
-            except Exception:  # noqa: BLE001 - interpreter shutdown: the process frees it
-                pass
-            self._h = None
+    @classmethod
+    def _borrowed(cls, handle):
+        """A SambaTensor for a BORROWED handle (takes its own reference)."""
+        call("samba_tensor_retain", P(handle))
+        return cls._wrap(P(handle))
 
-    @property
-    def handle(self):
-        return self._h
+    @staticmethod
+    def _coerce(value):
+        return as_tensor(value)
 
     # ---- metadata --------------------------------------------------------------------
     @property
@@ -155,8 +150,7 @@ class SambaTensor(TensorOps):
     def device(self):
         """Host tensors live in host memory: 'cpu' (a torch.device when torch imports)."""
         try:
-            import torch
-            return torch.device("cpu")
+            return torch_module().device("cpu")
         except ImportError:
             return "cpu"
 
@@ -250,15 +244,12 @@ class SambaTensor(TensorOps):
 
     @property
     def materializer(self):
-        from .lazy import Materializer
         h = out_handle("samba_tensor_materializer", self._h)
         return Materializer(h) if h else None
 
     @materializer.setter
     def materializer(self, m):
-        from .lazy import Materializer
-        if m is not None and not isinstance(m, Materializer):
-            m = Materializer(m) if isinstance(m, str) else Materializer.custom(m)
+        m = None if m is None else materializer_of(m)
         call("samba_tensor_set_materializer", self._h, m.handle if m is not None else None)
         if m is not None:
             # A custom materializer's callback must live as long as the tensor.
@@ -274,12 +265,12 @@ class SambaTensor(TensorOps):
 
     @fast_access.setter
     def fast_access(self, v):
-        call("samba_tensor_set_fast_access", _session().handle, self._h, ctypes.c_int32(1 if v else 0))
+        call("samba_tensor_set_fast_access", default_session.handle, self._h, ctypes.c_int32(1 if v else 0))
 
     @staticmethod
     def is_fast_access(name):
         out = ctypes.c_int32()
-        call("samba_session_is_fast_access", _session().handle, name.encode(), ctypes.byref(out))
+        call("samba_session_is_fast_access", default_session.handle, name.encode(), ctypes.byref(out))
         return bool(out.value)
 
     def reusable(self):
@@ -294,11 +285,10 @@ class SambaTensor(TensorOps):
 
     def numpy(self):
         """A numpy array sharing this tensor's memory (bfloat16 shows as raw uint16)."""
-        import numpy as np
+        import numpy as np  # optional: only array conversions need it, so it is imported on first use
         return np.asarray(self)
 
     def __dlpack__(self, stream=None):
-        from .dlpack import to_dlpack
         return to_dlpack(self)
 
     def __dlpack_device__(self):
@@ -307,7 +297,6 @@ class SambaTensor(TensorOps):
     def torch(self):
         """The torch tensor sharing this tensor's memory (the original one when
         the SambaTensor was made from a torch tensor)."""
-        from .torch_interop import torch_view
         return torch_view(self)
 
     def torch_tensor(self):
@@ -320,7 +309,7 @@ class SambaTensor(TensorOps):
     def data(self):
         """The host values: a torch tensor sharing memory when torch imports, else a numpy array."""
         try:
-            import torch  # noqa: F401
+            torch_module()
         except ImportError:
             return self.numpy()
         return self.torch()
@@ -383,7 +372,7 @@ class SambaTensor(TensorOps):
     # ---- device (the loaded PEF of the default session) --------------------------------
     def cpu(self, inplace=False):
         """Copies the device value (and gradient) into this tensor's host data."""
-        call("samba_tensor_cpu", _session().handle, self._h)
+        call("samba_tensor_cpu", default_session.handle, self._h)
         return self
 
     def cpu_(self):
@@ -391,32 +380,31 @@ class SambaTensor(TensorOps):
 
     def rdu(self):
         """Copies the host value (and gradient) to the device."""
-        call("samba_tensor_rdu", _session().handle, self._h)
+        call("samba_tensor_rdu", default_session.handle, self._h)
         return self
 
     @property
     def sn_data(self):
-        return SambaTensor._wrap(out_handle("samba_tensor_sn_data", _session().handle, self._h))
+        return SambaTensor._wrap(out_handle("samba_tensor_sn_data", default_session.handle, self._h))
 
     @sn_data.setter
     def sn_data(self, values):
         v = as_tensor(values)
-        call("samba_tensor_set_sn_data", _session().handle, self._h, v._h)
+        call("samba_tensor_set_sn_data", default_session.handle, self._h, v._h)
 
     @property
     def sn_grad(self):
-        return SambaTensor._wrap(out_handle("samba_tensor_sn_grad", _session().handle, self._h))
+        return SambaTensor._wrap(out_handle("samba_tensor_sn_grad", default_session.handle, self._h))
 
     @sn_grad.setter
     def sn_grad(self, values):
         v = as_tensor(values)
-        call("samba_tensor_set_sn_grad", _session().handle, self._h, v._h)
+        call("samba_tensor_set_sn_grad", default_session.handle, self._h, v._h)
 
     # ---- PyTorch interop ---------------------------------------------------------------
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .torch_interop import dispatch
-        return dispatch(func, args, kwargs or {})
+        return dispatch(cls, func, args, kwargs or {})
 
 
 def scalar(value):
@@ -435,12 +423,10 @@ def _from_any(value):
     if isinstance(value, (int, float, bool)):
         return scalar(value)
     if type(value).__module__.startswith("torch"):
-        from .torch_interop import from_torch_tensor
         return from_torch_tensor(value)
     if hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
         return from_numpy(value)
     if hasattr(value, "__dlpack__"):
-        from .dlpack import from_dlpack
         return from_dlpack(value)
     return from_numpy(value)
 
@@ -452,7 +438,7 @@ def as_tensor(value):
 
 def from_numpy(array, name=None):
     """A tensor sharing the memory of a numpy array (kept alive by the tensor)."""
-    import numpy as np
+    import numpy as np  # optional: only array conversions need it, so it is imported on first use
     arr = np.asarray(array)
     if not arr.flags.aligned or arr.dtype.byteorder == ">":
         arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
@@ -475,3 +461,47 @@ def from_numpy(array, name=None):
 
 def to_handles(tensors):
     return handles([t._h for t in tensors])
+
+
+def from_dlpack(obj):
+    """A SambaTensor sharing the memory of any object with __dlpack__ (or a DLPack capsule)."""
+    return SambaTensor._wrap(handle_from_dlpack(obj))
+
+
+def from_torch_tensor(tensor, name=None, batch_dim=None, named_dims=None, region_name=None):
+    """A SambaTensor sharing the torch tensor's memory (a SambaTensor is returned as is)."""
+    if tensor is None or isinstance(tensor, SambaTensor):
+        return tensor
+    torch = torch_module()
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"from_torch_tensor: expected a torch.Tensor or SambaTensor, got {type(tensor).__name__}")
+    source = tensor.detach()
+    # DLPack bool codes differ between torch versions: bools are shared through numpy.
+    t = from_numpy(source.numpy()) if source.dtype == torch.bool else from_dlpack(torch.utils.dlpack.to_dlpack(source))
+    t._keep = tensor
+    if tensor.requires_grad and tensor.is_leaf:
+        t.requires_grad = True
+    if name:
+        t.sn_name = name
+    if region_name:
+        t.sn_region_name = region_name
+    return t
+
+
+def torch_view(t):
+    """The torch tensor sharing a SambaTensor's memory."""
+    torch = torch_module()
+    keep = t._keep
+    if isinstance(keep, torch.Tensor) and keep.data_ptr() == t.data_ptr() and tuple(keep.shape) == t.shape \
+            and keep.stride() == t.stride():
+        return keep
+    if t.dtype == dtypes.bool_:
+        return torch.from_numpy(t.numpy())
+    return torch.utils.dlpack.from_dlpack(to_dlpack(t))
+
+
+def materializer_of(m):
+    """A Materializer for a Materializer, a built-in's name, or fn(tensor, rng)."""
+    if isinstance(m, Materializer):
+        return m
+    return Materializer(m) if isinstance(m, str) else Materializer.custom(m, SambaTensor._borrowed)

@@ -1,10 +1,14 @@
 """SambaTensor's operators, dtype conversions, views, new_* and indexing.
 Every operator is a registry op: it computes on the host, or is recorded
-while a model is being traced."""
+while a model is being traced. TensorOps is SambaTensor's base: results are
+made with the concrete class's _wrap and operands converted with its
+_coerce, so this module needs nothing above it."""
 import ctypes
 
 from . import dtypes
-from ._lib import call, lib, out_handle
+from ._lib import call, out_handle
+from .indexing import build_index
+from .ops import bind, call_native, is_op
 
 
 def _dims(args):
@@ -21,9 +25,21 @@ def _i64_array(values):
 class TensorOps:
     __slots__ = ()
 
+    @classmethod
+    def _call_op(cls, name, inputs, attrs=None):
+        """Runs registry op `name` on tensors (None for an absent optional input)."""
+        handles, single = call_native(name, [t.handle if t is not None else None for t in inputs], attrs)
+        results = [cls._wrap(h) for h in handles]
+        return results[0] if single else tuple(results)
+
+    @classmethod
+    def _call_bound(cls, name, args, kwargs):
+        """Op `name` called as samba.<name>(*args, **kwargs)."""
+        inputs, attrs = bind(name, args, kwargs)
+        return cls._call_op(name, [None if v is None else cls._coerce(v) for v in inputs], attrs)
+
     def _unary(self, fn, *args):
-        from .tensor import SambaTensor
-        return SambaTensor._wrap(out_handle(fn, self._h, *args))
+        return self._wrap(out_handle(fn, self._h, *args))
 
     # ---- dtype conversions -----------------------------------------------------------
     def to(self, *args, **kwargs):
@@ -44,8 +60,7 @@ class TensorOps:
         return self.dtype.name if dtype is None else self.to(dtype)
 
     def type_as(self, tensor):
-        from .tensor import as_tensor
-        return self._unary("samba_tensor_type_as", as_tensor(tensor)._h)
+        return self._unary("samba_tensor_type_as", self._coerce(tensor)._h)
 
     def float(self):
         return self._unary("samba_tensor_float")
@@ -117,33 +132,22 @@ class TensorOps:
 
     # ---- indexing --------------------------------------------------------------------
     def __getitem__(self, key):
-        from .indexing import build_index
-        idx = build_index(key)
-        try:
-            return self._unary("samba_tensor_index", idx)
-        finally:
-            lib.samba_index_release(idx)
+        with build_index(key, self._coerce) as idx:
+            return self._unary("samba_tensor_index", idx.handle)
 
     def __setitem__(self, key, value):
-        from .indexing import build_index
-        from .tensor import SambaTensor, as_tensor
-        idx = build_index(key)
-        try:
-            if isinstance(value, (int, float, bool)) and not isinstance(value, SambaTensor):
-                call("samba_tensor_index_put_scalar", self._h, idx, ctypes.c_double(float(value)))
+        with build_index(key, self._coerce) as idx:
+            if isinstance(value, (int, float, bool)):
+                call("samba_tensor_index_put_scalar", self._h, idx.handle, ctypes.c_double(float(value)))
             else:
-                call("samba_tensor_index_put", self._h, idx, as_tensor(value)._h)
-        finally:
-            lib.samba_index_release(idx)
+                call("samba_tensor_index_put", self._h, idx.handle, self._coerce(value)._h)
 
     # ---- operators -------------------------------------------------------------------
     def _op(self, name, other=None, reverse=False):
-        from .ops import call_op
-        from .tensor import as_tensor
         if other is None:
-            return call_op(name, [self])
-        other = as_tensor(other)
-        return call_op(name, [other, self] if reverse else [self, other])
+            return self._call_op(name, [self])
+        other = self._coerce(other)
+        return self._call_op(name, [other, self] if reverse else [self, other])
 
     def __add__(self, o): return self._op("add", o)
     def __radd__(self, o): return self._op("add", o, True)
@@ -173,14 +177,16 @@ class TensorOps:
     __hash__ = object.__hash__
 
     def split(self, split_size_or_sections, dim=0):
-        """torch.split: chunks of split_size (the last may be smaller), or of the listed sizes."""
-        from .torch_interop import split
-        return split(self, split_size_or_sections, dim)
+        """torch.split: a tuple of views, chunks of split_size (the last may be smaller) or of the listed sizes."""
+        if isinstance(split_size_or_sections, int):
+            attrs = {"split_size": split_size_or_sections, "dim": dim}
+        else:
+            attrs = {"sections": [int(s) for s in split_size_or_sections], "dim": dim}
+        out = self._call_op("split", [self], attrs)
+        return out if isinstance(out, tuple) else (out,)
 
     def __getattr__(self, name):
         # Registry ops as methods: x.relu(), x.sum(dim=[1]), x.softmax(dim=1).
-        from .ops import op_function
-        fn = op_function(name)
-        if fn is None:
+        if not is_op(name):
             raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
-        return lambda *args, **kwargs: fn(self, *args, **kwargs)
+        return lambda *args, **kwargs: self._call_bound(name, (self,) + args, kwargs)

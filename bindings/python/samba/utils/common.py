@@ -5,6 +5,9 @@ so that the app only writes its training loop."""
 import argparse
 import os
 
+from ..session import session
+from . import utils
+
 COMMANDS = ("compile", "run", "measure-performance", "measure-sections")
 
 
@@ -56,8 +59,6 @@ def common_app_driver(args, model, inputs, optim=None, name=None, init_output_gr
     """compile: traces the model and writes the PEF (returns its path).
     measure-performance / measure-sections: loads the PEF with trace_graph and
     times it (returns the reports). run is the app's own loop."""
-    from ..session import session
-    from . import utils
     name = name or type(model).__name__
     pef = default_pef(args, name)
     if getattr(args, "seed", None) is not None:

@@ -9,7 +9,9 @@ def trace_graph(model, inputs, optim=None, init_output_grads=True, loss_indices=
                 data_parallel_mode="normal", transfer_device=True, unspecified_tensor_grad=(),
                 customized_tensors_dict=None, **_deprecated):
     """Loads the PEF after re-tracing `model` against it, copies the traced
-    tensors to the device and returns the traced outputs (model.output_tensors)."""
+    tensors to the device and returns the traced outputs (model.output_tensors).
+    Output gradients start as SambaSession.trace_graph says (the loss-output
+    contract is SambaSession.compile's)."""
     return session.trace_graph(model, inputs, optim, pef_path=pef, init_output_grads=init_output_grads,
                                transfer_device=transfer_device, unspecified_grads=unspecified_tensor_grad,
                                custom_grads=customized_tensors_dict, data_parallel_mode=data_parallel_mode)
@@ -75,7 +77,7 @@ def _values(x):
 def assert_close(actual, expected, rtol=1e-5, atol=1e-8, msg=""):
     """Raises AssertionError when |actual - expected| > atol + rtol * |expected| anywhere."""
     try:
-        import numpy as np
+        import numpy as np  # optional: only array conversions need it, so it is imported on first use
     except ImportError:
         a, e = _flat(actual), _flat(expected)
         bad = [i for i, (x, y) in enumerate(zip(a, e)) if abs(x - y) > atol + rtol * abs(y)]

@@ -1,0 +1,167 @@
+"""__torch_function__ dispatch: unmodified torch.nn modules and
+torch.nn.functional calls on SambaTensors run Samba ops (traced while
+compiling, computed otherwise). It works on the tensor class SambaTensor
+passes in, so it needs nothing above the op layer.
+
+Which torch function becomes which registry op is data: _TABLE below lists,
+per torch function, the registry op and torch's parameters in order, with
+how each maps to the op (same name, renamed, or dropped when it has the
+value that needs nothing). Functions not in the table whose name is a
+registry op are called through the generated op function."""
+from ._lib import SambaError
+from . import dtypes
+from .ops import is_op, schema
+
+# (torch function, registry op, torch parameters). A parameter is `name`
+# (the op's input or attribute of that name), `name:opname` (renamed),
+# `name=VALUE` (accepted only with that value, then dropped) or `name=*`
+# (always dropped).
+_TABLE = [
+    ("nn.functional.linear", "linear", "input:x weight bias"),
+    ("nn.functional.layer_norm", "layer_norm", "input:x normalized_shape weight bias eps"),
+    ("nn.functional.conv2d", "conv2d", "input:x weight bias stride padding dilation groups"),
+    ("nn.functional.cross_entropy", "cross_entropy",
+     "input target weight size_average=None ignore_index reduce=None reduction label_smoothing"),
+    ("nn.functional.nll_loss", "nll_loss", "input target weight size_average=None ignore_index reduce=None reduction"),
+    ("nn.functional.mse_loss", "mse_loss", "input target size_average=None reduce=None reduction"),
+    ("nn.functional.relu", "relu", "input:x inplace=False"),
+    ("relu", "relu", "input:x"),
+    ("nn.functional.gelu", "gelu", "input:x approximate"),
+    ("tanh", "tanh", "input:x"),
+    ("sigmoid", "sigmoid", "input:x"),
+    ("nn.functional.tanh", "tanh", "input:x"),
+    ("nn.functional.sigmoid", "sigmoid", "input:x"),
+    ("nn.functional.softmax", "softmax", "input:x dim _stacklevel=* dtype=None"),
+    ("nn.functional.log_softmax", "log_softmax", "input:x dim _stacklevel=* dtype=None"),
+    ("softmax", "softmax", "input:x dim dtype=None"),
+    ("nn.functional.dropout", "dropout", "input:x p training inplace=False"),
+    ("nn.functional.embedding", "embedding",
+     "input:indices weight padding_idx max_norm=None norm_type=2.0 scale_grad_by_freq=False sparse=False"),
+    ("nn.functional.max_pool2d", "max_pool2d",
+     "input:x kernel_size stride padding dilation ceil_mode return_indices=False"),
+    ("nn.functional.avg_pool2d", "avg_pool2d",
+     "input:x kernel_size stride padding ceil_mode count_include_pad divisor_override=None"),
+    ("flatten", "flatten", "input:x start_dim end_dim"),
+    ("matmul", "matmul", "input:a other:b"),
+    ("add", "add", "input:a other:b alpha"),
+    ("sub", "sub", "input:a other:b alpha"),
+    ("mul", "mul", "input:a other:b"),
+    ("div", "div", "input:a other:b"),
+    ("cat", "cat", "tensors dim"),
+    ("transpose", "transpose", "input:x dim0 dim1"),
+    ("sum", "sum", "input:x dim keepdim dtype"),
+    ("mean", "mean", "input:x dim keepdim dtype"),
+    ("exp", "exp", "input:x"),
+    ("log", "log", "input:x"),
+]
+
+_REVERSED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
+             "__rmatmul__": "matmul", "__rpow__": "pow"}
+_DUNDER = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__matmul__": "matmul",
+           "__pow__": "pow", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
+           "__ge__": "ge", "__neg__": "neg"}
+_resolved = None
+
+
+def torch_module():
+    """The torch module, or ImportError saying how to install it."""
+    try:
+        import torch  # optional: only torch interop needs it, so it is imported on first use
+    except ImportError as e:
+        raise ImportError("this needs PyTorch, which is not installed (Debian: python3-torch; or pip install "
+                          "torch)") from e
+    return torch
+
+
+def _parse(spec):
+    params = []
+    for token in spec.split():
+        name, _, fixed = token.partition("=")
+        name, _, op_name = name.partition(":")
+        params.append((name, op_name or name, fixed if "=" in token else None))
+    return params
+
+
+def _table():
+    global _resolved
+    if _resolved is None:
+        torch = torch_module()
+        _resolved = {}
+        for path, op, spec in _TABLE:
+            obj = torch
+            for part in path.split("."):
+                obj = getattr(obj, part, None)
+            if obj is not None:
+                _resolved[obj] = (op, _parse(spec), path)
+    return _resolved
+
+
+def _attr_value(v):
+    torch = torch_module()
+    if isinstance(v, torch.dtype):
+        return dtypes.from_name(v)
+    if isinstance(v, (torch.Size, tuple)):
+        return list(v)
+    return v
+
+
+def _call_table(cls, entry, args, kwargs):
+    op, params, path = entry
+    if len(args) > len(params):
+        raise TypeError(f"torch.{path}: {len(args)} positional arguments; Samba maps at most {len(params)}")
+    bound = dict(zip((p[0] for p in params), args))
+    names = {p[0] for p in params}
+    for k, v in kwargs.items():
+        if k not in names:
+            raise TypeError(f"torch.{path}: argument '{k}' is not supported by Samba's {op}")
+        bound[k] = v
+    sch = schema(op)
+    inputs = {i["name"]: i for i in sch["inputs"]}
+    tensors, attrs = {}, {}
+    for name, op_name, fixed in params:
+        if name not in bound:
+            continue
+        v = bound[name]
+        if fixed == "*":
+            continue
+        if fixed is not None:
+            if repr(v) != fixed and str(v) != fixed:
+                raise SambaError("SAMBA_ERR_UNSUPPORTED",
+                                 f"torch.{path}: {name}={v!r} is not supported on Samba (only {fixed})")
+            continue
+        if op_name in inputs:
+            if inputs[op_name].get("variadic"):
+                tensors[op_name] = [cls._coerce(t) for t in v]
+            else:
+                tensors[op_name] = None if v is None else cls._coerce(v)
+        elif v is not None:
+            attrs[op_name] = _attr_value(v)
+    ordered = []
+    for spec in sch["inputs"]:
+        value = tensors.get(spec["name"])
+        if spec.get("variadic"):
+            ordered.extend(value or [])
+        else:
+            ordered.append(value)
+    while ordered and ordered[-1] is None:
+        ordered.pop()
+    return cls._call_op(op, ordered, attrs)
+
+
+def dispatch(cls, func, args, kwargs):
+    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`."""
+    entry = _table().get(func)
+    if entry is not None:
+        return _call_table(cls, entry, args, kwargs)
+    name = getattr(func, "__name__", "")
+    if name in _REVERSED and len(args) == 2:
+        return cls._coerce(args[1])._op(_REVERSED[name], args[0])
+    if name in _DUNDER:
+        return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
+    if name == "split":
+        return cls._coerce(args[0]).split(*args[1:], **kwargs)
+    if not is_op(name):
+        raise SambaError("SAMBA_ERR_UNSUPPORTED",
+                         f"torch function {getattr(func, '__module__', '') or 'torch'}.{name} has no Samba op; "
+                         f"supported: {sorted(p for _, _, p in _table().values())} and the registry ops")
+    return cls._call_bound(name, args, kwargs)
