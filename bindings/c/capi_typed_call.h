@@ -59,7 +59,9 @@ class TypedOpArgs {
     requires(!std::is_same_v<std::remove_cvref_t<F>, TypedOpArgs>)
   TypedOpArgs(F&& f) noexcept  // NOLINT(google-explicit-constructor): a lambda argument
       : fn_(const_cast<void*>(static_cast<const void*>(&f))),
-        call_([](void* fn, TypedOpCall& c) { (*static_cast<std::remove_reference_t<F>*>(fn))(c); }) {}
+        call_([](void* fn, TypedOpCall& c) {
+          (*static_cast<std::remove_reference_t<F>*>(fn))(c);
+        }) {}
   void operator()(TypedOpCall& c) const { call_(fn_, c); }
 
  private:

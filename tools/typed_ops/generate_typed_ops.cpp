@@ -159,7 +159,8 @@ Function describe(const OpDef& op, const std::string& name) {
     std::string n = names.take(a.name);
     const bool req = required(a);
     if (const ScalarForm* form = scalar_form(a.type)) {
-      f.params.push_back({fmt::format("{} {}", a.optional ? form->optional_type : form->type, n), n});
+      const char* type = a.optional ? form->optional_type : form->type;
+      f.params.push_back({fmt::format("{} {}", type, n), n});
       f.body.push_back(fmt::format("{}(\"{}\", {})",
                                    a.optional ? form->optional_method : form->method, a.name, n));
     } else if (a.type == AttrType::String) {
@@ -195,8 +196,9 @@ Function describe(const OpDef& op, const std::string& name) {
       wrap(doc, " *   " + n + ":", "OWNED result, NULL after a failure. " + o.doc, " *     ");
     }
   }
-  doc << " * Errors: as samba_op_call: NULL_POINTER (a required tensor or an out-parameter),\n"
-         " * INVALID_ARGUMENT, SHAPE_MISMATCH, DTYPE_MISMATCH, OUT_OF_RANGE, and the op's own. */\n";
+  doc << " * Errors: as samba_op_call: NULL_POINTER (a required tensor or an\n"
+         " * out-parameter), INVALID_ARGUMENT, SHAPE_MISMATCH, DTYPE_MISMATCH,\n"
+         " * OUT_OF_RANGE, and the op's own. */\n";
   f.doc = doc.str();
   return f;
 }
@@ -220,8 +222,10 @@ std::set<std::string> declared_names(const std::vector<std::string>& headers) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (size_t p = 0; (p = text.find("samba_", p)) != std::string::npos;) {
       size_t e = p;
-      while (e < text.size() && (std::isalnum(static_cast<unsigned char>(text[e])) || text[e] == '_'))
-        ++e;
+      auto identifier = [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      };
+      while (e < text.size() && identifier(text[e])) ++e;
       if (e < text.size() && text[e] == '(') names.insert(text.substr(p, e - p));
       p = e;
     }
@@ -265,7 +269,8 @@ int main(int argc, char** argv) try {
        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
   std::string kept_list;
   for (const auto& k : kept) kept_list += (kept_list.empty() ? "" : ", ") + k;
-  wrap(h, "/* Ops whose typed function is the hand-written one of samba/ops.h:", kept_list + ".", " *", " */");
+  wrap(h, "/* Ops whose typed function is the hand-written one of samba/ops.h:",
+       kept_list + ".", " *", " */");
   h << "\n";
   for (const auto& f : functions) h << f.doc << "SAMBA_API " << signature(f) << ";\n\n";
   h << "#ifdef __cplusplus\n} /* extern \"C\" */\n#endif\n\n#endif /* SAMBA_OPS_GENERATED_H */\n";
