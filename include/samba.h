@@ -42,5 +42,14 @@
 #include "samba/lazy.h"
 #include "samba/pinned.h"
 #include "samba/loader.h"
+/* One typed function per registry op (samba_conv2d, samba_max_pool2d, ...),
+ * generated at build time from the op registry and installed beside the
+ * parts above. */
+#include "samba/ops_generated.h"
 
 #endif /* SAMBA_H */
+
+/* Declarations that may still change: visible only with SAMBA_EXPERIMENTAL
+ * defined before this header is included. Outside the include guard, so a
+ * file may include samba.h again after defining SAMBA_EXPERIMENTAL. */
+#include "samba/experimental.h"

@@ -1,6 +1,6 @@
 cmake_policy(SET CMP0057 NEW)
-# Compares the dynamic symbols libsamba.so defines with the functions samba.h
-# and its per-area parts (include/samba/*.h) declare.
+# Compares the dynamic symbols libsamba.so defines with the functions samba.h,
+# its per-area parts (include/samba/*.h) and the generated part declare.
 execute_process(COMMAND nm -D --defined-only ${LIB} OUTPUT_VARIABLE nm_out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nm failed on ${LIB}")
@@ -24,7 +24,13 @@ foreach(line ${lines})
   list(APPEND exported ${sym})
 endforeach()
 list(REMOVE_DUPLICATES exported)
+# GENERATED_HEADER: samba/ops_generated.h, written at build time. The
+# experimental tier's declarations are read whatever SAMBA_EXPERIMENTAL says.
+if(NOT GENERATED_HEADER OR NOT EXISTS ${GENERATED_HEADER})
+  message(FATAL_ERROR "the generated header '${GENERATED_HEADER}' is missing (pass -DGENERATED_HEADER=)")
+endif()
 file(GLOB headers ${INCLUDE_DIR}/samba.h ${INCLUDE_DIR}/samba/*.h)
+list(APPEND headers ${GENERATED_HEADER})
 set(header "")
 foreach(h ${headers})
   file(READ ${h} part)

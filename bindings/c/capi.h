@@ -18,7 +18,17 @@
 #include "engine/core/tensor.h"
 #include "engine/ops/registry.h"
 #include "engine/runtime/session.h"
-#include "samba.h"
+// The hand-written parts of samba.h one by one: samba/ops_generated.h is
+// written by a program linked from these very files.
+#include "samba/compile.h"
+#include "samba/core.h"
+#include "samba/lazy.h"
+#include "samba/loader.h"
+#include "samba/ops.h"
+#include "samba/pinned.h"
+#include "samba/profile.h"
+#include "samba/run.h"
+#include "samba/tensor.h"
 
 struct samba_session {
   explicit samba_session(const samba::SessionOptions& o) : impl(o) {}

@@ -200,7 +200,7 @@ samba_status samba_tensor_permute(samba_tensor* t, const int64_t* dims, size_t n
   });
 }
 
-samba_status samba_tensor_t(samba_tensor* t, samba_tensor** out) {
+samba_status samba_tensor_reverse_dims(samba_tensor* t, samba_tensor** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
     Tensor x = tensor_arg(t, "t");
@@ -208,6 +208,10 @@ samba_status samba_tensor_t(samba_tensor* t, samba_tensor** out) {
     std::iota(reversed.rbegin(), reversed.rend(), int64_t{0});
     *out = to_handle(one_input_op("permute", x, {{"dims", reversed}}));
   });
+}
+
+samba_status samba_tensor_t(samba_tensor* t, samba_tensor** out) {
+  return samba_tensor_reverse_dims(t, out);
 }
 
 samba_status samba_tensor_contiguous(samba_tensor* t, samba_tensor** out) {

@@ -4,6 +4,8 @@
 #include <unordered_map>
 
 #include "bindings/c/capi.h"
+#define SAMBA_EXPERIMENTAL
+#include "samba/experimental.h"
 
 using namespace samba;
 using namespace samba::capi;
@@ -53,6 +55,20 @@ std::string schema_json(const OpDef& op) {
     j["attrs"].push_back(std::move(attr));
   }
   return j.dump();
+}
+
+// Text about op `name`, made once per op and kept for the life of the
+// process, so C callers can hold it as a BORROWED static string. Each
+// `make` (a distinct lambda type) has its own cache.
+template <typename Make>
+const char* op_text(const char* name, Make make) {
+  const OpDef& op = OpRegistry::global().get(name);
+  static std::mutex mu;
+  static std::unordered_map<const OpDef*, std::string> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(&op);
+  if (it == cache.end()) it = cache.emplace(&op, make(op)).first;
+  return it->second.c_str();
 }
 
 }  // namespace
@@ -128,13 +144,15 @@ samba_status samba_op_schema_json(const char* name, const char** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
     require(name, "name");
-    const OpDef& op = OpRegistry::global().get(name);
-    static std::mutex mu;
-    static std::unordered_map<const OpDef*, std::string> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(&op);
-    if (it == cache.end()) it = cache.emplace(&op, schema_json(op)).first;
-    *out = it->second.c_str();
+    *out = op_text(name, [](const OpDef& op) { return schema_json(op); });
+  });
+}
+
+samba_status samba_op_signature(const char* name, const char** out) {
+  return SAMBA_GUARDED({
+    out_param(out, "out");
+    require(name, "name");
+    *out = op_text(name, [](const OpDef& op) { return op.signature(); });
   });
 }
 

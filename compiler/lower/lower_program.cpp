@@ -7,7 +7,7 @@
 #include "compiler/memplan/memory_plan.h"
 #include "compiler/passes/pipeline.h"
 #include "engine/core/error.h"
-#include "samba.h"
+#include "samba/core.h"
 
 namespace samba::compiler {
 namespace {

@@ -84,26 +84,15 @@ static void model_release(Model* m) {
   for (i = 0; i < 4; ++i) samba_tensor_release(m->params[i]);
 }
 
-/* Calls a single-output op; the result is OWNED by the caller. */
-static samba_tensor* op(samba_session* s, const char* name, samba_tensor* a, samba_tensor* b,
-                        samba_tensor* c) {
-  samba_tensor* inputs[3];
-  samba_tensor* out = NULL;
-  size_t n_in = 0, n_out = 0;
-  inputs[n_in++] = a;
-  if (b) inputs[n_in++] = b;
-  if (c) inputs[n_in++] = c;
-  check(samba_op_call(s, name, inputs, n_in, NULL, &out, 1, &n_out), name);
-  return out;
-}
-
-/* logits = linear(tanh(linear(x, W1, b1)), W2, b2). Intermediates are
- * released as soon as the next op has them: the autograd history keeps what
- * backward needs alive on its own. */
+/* logits = linear(tanh(linear(x, W1, b1)), W2, b2), with the typed op
+ * functions of samba.h. Intermediates are released as soon as the next op
+ * has them: the autograd history keeps what backward needs alive on its
+ * own. */
 static samba_tensor* forward(samba_session* s, samba_tensor* const* params, samba_tensor* x) {
-  samba_tensor* h = op(s, "linear", x, params[0], params[1]);
-  samba_tensor* a = op(s, "tanh", h, NULL, NULL);
-  samba_tensor* logits = op(s, "linear", a, params[2], params[3]);
+  samba_tensor *h = NULL, *a = NULL, *logits = NULL;
+  check(samba_linear(s, x, params[0], params[1], &h), "samba_linear");
+  check(samba_tanh(s, h, &a), "samba_tanh");
+  check(samba_linear(s, a, params[2], params[3], &logits), "samba_linear");
   samba_tensor_release(h);
   samba_tensor_release(a);
   return logits;
@@ -228,11 +217,11 @@ int main(int argc, char** argv) {
     digits_shuffle(train, n_train, &rng);
     for (start = 0; start < n_train; start += BATCH) {
       const int n = n_train - start < BATCH ? n_train - start : BATCH;
-      samba_tensor *x, *y, *logits, *loss;
+      samba_tensor *x, *y, *logits, *loss = NULL;
       double value = 0;
       make_batch(&data, train + start, n, &x, &y);
       logits = forward(session, model.params, x);
-      loss = op(session, "cross_entropy", logits, y, NULL);
+      check(samba_cross_entropy(session, logits, y, &loss), "samba_cross_entropy");
       check(samba_tensor_item(loss, &value), "samba_tensor_item");
       check(samba_tensor_backward(loss, NULL, 0), "samba_tensor_backward");
       check(samba_optimizer_step(session, optimizer), "samba_optimizer_step");

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digits.h"
+#include "digits_pef.h"
 
 #define PROGRAM "resffn_logreg"
 
@@ -186,25 +186,10 @@ static void model_release(Model* m) {
   for (i = 0; i < N_PARAMS; ++i) samba_tensor_release(m->p[i]);
 }
 
-/* Single-output op by name; `attrs` may be NULL. A failure returns its
- * status to the caller (the compiler reports it with its context). */
-static samba_status op(const char* name, samba_tensor** in, size_t n, const samba_attrs* attrs, samba_tensor** out) {
-  size_t n_out = 0;
-  return samba_op_call(NULL, name, in, n, attrs, out, 1, &n_out);
-}
-
+/* LayerNorm over the hidden features with the weight and bias `w`, `b`. */
 static samba_status layer_norm(Model* m, samba_tensor* x, int w, int b, samba_tensor** out) {
-  samba_attrs* a = NULL;
-  samba_tensor* in[3];
   const int64_t shape[1] = {m->hidden};
-  samba_status st = samba_attrs_create(&a);
-  if (st == SAMBA_OK) st = samba_attrs_set_ints(a, "normalized_shape", shape, 1);
-  in[0] = x;
-  in[1] = m->p[w];
-  in[2] = m->p[b];
-  if (st == SAMBA_OK) st = op("layer_norm", in, 3, a, out);
-  samba_attrs_release(a);
-  return st;
+  return samba_layer_norm(NULL, x, m->p[w], m->p[b], shape, 1, 1e-5, out);
 }
 
 #define TRY(call)                           \
@@ -218,7 +203,6 @@ static samba_status resffn(void* user, samba_tensor* const* inputs, size_t n_inp
   Model* m = (Model*)user;
   samba_tensor *g1 = NULL, *n1 = NULL, *res = NULL, *g2 = NULL, *n2 = NULL, *sum = NULL, *act = NULL;
   samba_tensor *logits = NULL, *loss = NULL;
-  samba_tensor* in[3];
   samba_status st = SAMBA_OK;
   if (n_inputs != 2 || capacity < 2) return SAMBA_ERR_INVALID_ARGUMENT;
   TRY(samba_linear(NULL, inputs[0], m->p[W1], m->p[B1], &g1));
@@ -229,9 +213,7 @@ static samba_status resffn(void* user, samba_tensor* const* inputs, size_t n_inp
   TRY(samba_add(NULL, n2, res, &sum));
   TRY(samba_sigmoid(NULL, sum, &act));
   TRY(samba_linear(NULL, act, m->p[W3], m->p[B3], &logits));
-  in[0] = logits;
-  in[1] = inputs[1];
-  TRY(op("cross_entropy", in, 2, NULL, &loss));
+  TRY(samba_cross_entropy(NULL, logits, inputs[1], &loss));
   outputs[0] = loss;
   outputs[1] = logits;
   loss = logits = NULL;
@@ -325,52 +307,6 @@ static int cmd_compile(const Options* o) {
   return 0;
 }
 
-/* Copies rows of the data set into the input tensors; a short last batch
- * is padded with its first row (padding rows are not counted). */
-static void fill_batch(const digits_set* d, const int* rows, int n, int batch, samba_tensor* image,
-                       samba_tensor* label) {
-  float* x = NULL;
-  int64_t* y = NULL;
-  int i;
-  check(samba_tensor_data(image, (void**)&x), "samba_tensor_data");
-  check(samba_tensor_data(label, (void**)&y), "samba_tensor_data");
-  digits_gather(d, rows, n, x, y);
-  for (i = n; i < batch; ++i) digits_gather(d, rows, 1, x + (size_t)i * DIGITS_FEATURES, y + i);
-}
-
-static double evaluate(samba_session* s, samba_tensor* logits_out, const digits_set* d, const int* rows, int n,
-                       int batch, samba_tensor* image, samba_tensor* label) {
-  const char* fwd = "FWD";
-  samba_run_options* ro = NULL;
-  samba_tensor* in[2];
-  int start, correct = 0;
-  float* z = digits_xmalloc(sizeof(float) * (size_t)batch * DIGITS_CLASSES, PROGRAM);
-  in[0] = image;
-  in[1] = label;
-  check(samba_run_options_create(&ro), "samba_run_options_create");
-  check(samba_run_options_set_section_types(ro, &fwd, 1), "set section types");
-  check(samba_run_options_set_train(ro, 0), "set train");
-  for (start = 0; start < n; start += batch) {
-    const int m = n - start < batch ? n - start : batch;
-    samba_tensor* out = NULL;
-    size_t n_out = 0;
-    int i, c;
-    fill_batch(d, rows + start, m, batch, image, label);
-    check(samba_session_run(s, in, 2, &logits_out, 1, ro, &out, 1, &n_out), "run FWD");
-    check(samba_tensor_copy_to(out, z, sizeof(float) * (size_t)batch * DIGITS_CLASSES), "copy logits");
-    for (i = 0; i < m; ++i) {
-      int best = 0;
-      for (c = 1; c < DIGITS_CLASSES; ++c)
-        if (z[i * DIGITS_CLASSES + c] > z[i * DIGITS_CLASSES + best]) best = c;
-      correct += best == d->labels[rows[start + i]];
-    }
-    samba_tensor_release(out);
-  }
-  samba_run_options_release(ro);
-  free(z);
-  return (double)correct / n;
-}
-
 static int cmd_run(const Options* o, int measure) {
   Model m = model_create(o->hidden);
   samba_optimizer* opt = o->inference ? NULL : sgd(o, &m);
@@ -400,7 +336,7 @@ static int cmd_run(const Options* o, int measure) {
     double t0 = 0, *lat = digits_xmalloc(sizeof(double) * (size_t)o->iterations, PROGRAM);
     int i;
     if (o->inference) check(samba_run_options_set_section_types(ro, &fwd, 1), "set section types");
-    fill_batch(&data, train, o->batch, o->batch, image, label);
+    digits_fill(&data, train, o->batch, o->batch, image, label, PROGRAM);
     for (i = -10; i < o->iterations; ++i) { /* ten warm-up steps first */
       samba_tensor* loss = NULL;
       size_t n = 0;
@@ -454,7 +390,7 @@ static int cmd_run(const Options* o, int measure) {
         samba_tensor* loss = NULL;
         size_t n = 0;
         double value = 0;
-        fill_batch(&data, train + step * o->batch, o->batch, o->batch, image, label);
+        digits_fill(&data, train + step * o->batch, o->batch, o->batch, image, label, PROGRAM);
         check(samba_session_run(s, in, 2, &traced[0], 1, ro, &loss, 1, &n), "run");
         check(samba_tensor_item(loss, &value), "item");
         samba_tensor_release(loss);
@@ -477,7 +413,7 @@ static int cmd_run(const Options* o, int measure) {
   }
 
   if (!measure) {
-    acc = evaluate(s, traced[1], &data, order, n_test, o->batch, image, label);
+    acc = digits_accuracy(s, traced[1], &data, order, n_test, o->batch, image, label, PROGRAM);
     printf("held-out accuracy: %.1f%% (%d digits)\n", 100 * acc, n_test);
   } else {
     acc = 1;

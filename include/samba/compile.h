@@ -162,13 +162,14 @@ SAMBA_API samba_status samba_compile_options_set_loss_indices(samba_compile_opti
  * init_output_grads). A mode set here is kept even for an output the
  * default loss set (no loss indices, see above) would start from zeros;
  * trace_graph starts each output gradient from the compiled values. */
+typedef int32_t samba_output_grad_mode; /* one of SAMBA_OUTPUT_GRAD_* */
 #define SAMBA_OUTPUT_GRAD_ONES 0        /* a tensor of ones (the default) */
 #define SAMBA_OUTPUT_GRAD_CUSTOM 1      /* the values of `values` (copied) */
 #define SAMBA_OUTPUT_GRAD_UNSPECIFIED 2 /* left for the app to set at run time */
 /* Errors: NULL_POINTER (values for CUSTOM), INVALID_ARGUMENT (unknown mode).
  * The shape of `values` is checked against the output when compiling. */
 SAMBA_API samba_status samba_compile_options_set_output_grad(samba_compile_options* opts,
-                                                            size_t index, int32_t mode,
+                                                            size_t index, samba_output_grad_mode mode,
                                                             samba_tensor* values);
 
 /* Every input and output tensor lives in HOST memory (io_host_memory).

@@ -72,18 +72,19 @@ SAMBA_API const char* samba_status_name(samba_status status);
 /* ==== Logging ============================================================= */
 
 /* Log levels: messages at the level set or more severe are delivered. */
+typedef int32_t samba_log_level; /* one of SAMBA_LOG_* */
 #define SAMBA_LOG_ERROR 0
 #define SAMBA_LOG_WARNING 1 /* the default (or SAMBA_LOG_LEVEL in the environment) */
 #define SAMBA_LOG_INFO 2
 #define SAMBA_LOG_DEBUG 3
 
 /* Process-wide. Errors: INVALID_ARGUMENT (unknown level). */
-SAMBA_API samba_status samba_set_log_level(int32_t level);
+SAMBA_API samba_status samba_set_log_level(samba_log_level level);
 
 /* Receives every delivered message (BORROWED string, valid during the
  * call), from whichever thread logs; it must be thread-safe and must not
  * call back into Samba. NULL restores the default (stderr). Process-wide. */
-typedef void (*samba_log_fn)(void* user_data, int32_t level, const char* message);
+typedef void (*samba_log_fn)(void* user_data, samba_log_level level, const char* message);
 SAMBA_API samba_status samba_set_log_sink(samba_log_fn sink, void* user_data);
 
 /* ==== Element types ======================================================= */

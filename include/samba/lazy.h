@@ -13,6 +13,7 @@ extern "C" {
 /* ==== Lazy parameters and materializers ================================== */
 
 /* How random values are rounded from float32 to bfloat16. */
+typedef int32_t samba_bf16_rounding; /* one of SAMBA_BF16_* */
 #define SAMBA_BF16_NEAREST_EVEN 0 /* round to nearest, ties to even; NaN stays NaN */
 #define SAMBA_BF16_TRUNCATION 1   /* drop the low 16 bits */
 
@@ -37,7 +38,7 @@ SAMBA_API samba_status samba_lazy_param_options_set_inverse_transform_sampling(
 /* SAMBA_BF16_NEAREST_EVEN or SAMBA_BF16_TRUNCATION. Errors: NULL_POINTER,
  * INVALID_ARGUMENT. */
 SAMBA_API samba_status samba_lazy_param_options_set_bf16_rounding(samba_lazy_param_options* opts,
-                                                                  int32_t rounding);
+                                                                  samba_bf16_rounding rounding);
 /* Releases options. Accepts NULL. */
 SAMBA_API void samba_lazy_param_options_release(samba_lazy_param_options* opts);
 

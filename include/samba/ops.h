@@ -53,6 +53,11 @@ SAMBA_API samba_status samba_op_call(samba_session* session, const char* name,
                                      size_t capacity, size_t* n_outputs);
 
 /* ---- Typed shorthands for the most used ops ------------------------------
+ * Every registry op also has a typed function generated from the registry,
+ * with every attribute (samba/ops_generated.h, included by samba.h). Where
+ * a shorthand below has an op's name, the generated function of an op with
+ * attributes is named samba_<op>_v2 (samba_sum_v2); an op without attributes
+ * keeps the shorthand, which has the generated signature.
  * Each is samba_op_call of the named registry op with one output, on
  * `session`'s thread pool (NULL: the default pool), recording autograd
  * history like any op. OWNED result in *out (NULL after a failure). Errors:

@@ -195,6 +195,7 @@ SAMBA_API samba_status samba_session_trace_multigraph(samba_session* session,
 /* ---- What the loaded PEF holds ---------------------------------------- */
 
 /* Name lists of the loaded PEF: */
+typedef int32_t samba_names_kind; /* one of SAMBA_NAMES_* */
 #define SAMBA_NAMES_SECTION_TYPES 0        /* get_section_types (distinct, schedule order) */
 #define SAMBA_NAMES_WEIGHTS 1              /* get_weight_names */
 #define SAMBA_NAMES_ARGINS 2               /* get_argin_names */
@@ -205,12 +206,12 @@ SAMBA_API samba_status samba_session_trace_multigraph(samba_session* session,
 
 /* Number of names in list `kind`. Errors: NULL_POINTER, INVALID_STATE (no
  * PEF loaded), INVALID_ARGUMENT (unknown kind). */
-SAMBA_API samba_status samba_session_name_count(const samba_session* session, int32_t kind,
+SAMBA_API samba_status samba_session_name_count(const samba_session* session, samba_names_kind kind,
                                                 size_t* out);
 /* Name `index` of list `kind`. BORROWED: valid until the session loads
  * another PEF or is released. Errors: as samba_session_name_count,
  * OUT_OF_RANGE. */
-SAMBA_API samba_status samba_session_name_at(const samba_session* session, int32_t kind,
+SAMBA_API samba_status samba_session_name_at(const samba_session* session, samba_names_kind kind,
                                              size_t index, const char** out);
 
 /* The current value of argin `name` (its default until a run or
@@ -267,6 +268,7 @@ SAMBA_API samba_status samba_session_update_tensor(samba_session* session, const
                                                    samba_tensor* t);
 
 /* Which registered tensors a bulk transfer moves. */
+typedef uint32_t samba_transfer_kinds; /* a combination of SAMBA_TRANSFER_* */
 #define SAMBA_TRANSFER_PARAMETERS 1u      /* weights (and their gradients) */
 #define SAMBA_TRANSFER_BUFFERS 2u         /* persistent non-trained state */
 #define SAMBA_TRANSFER_OPTIMIZER_STATE 4u /* momentum, moments, step counters */
@@ -276,8 +278,8 @@ SAMBA_API samba_status samba_session_update_tensor(samba_session* session, const
  * the device. Optimizer state has no host tensors until a to_cpu creates
  * them (they are then registered under their sn_names). Tensors the PEF
  * does not know are skipped. Errors: NULL_POINTER, INVALID_STATE. */
-SAMBA_API samba_status samba_session_to_cpu(samba_session* session, uint32_t what);
-SAMBA_API samba_status samba_session_to_rdu(samba_session* session, uint32_t what);
+SAMBA_API samba_status samba_session_to_cpu(samba_session* session, samba_transfer_kinds what);
+SAMBA_API samba_status samba_session_to_rdu(samba_session* session, samba_transfer_kinds what);
 
 /* ---- Checkpoints ------------------------------------------------------------ */
 
@@ -286,7 +288,7 @@ SAMBA_API samba_status samba_session_to_rdu(samba_session* session, uint32_t wha
  * written atomically (a temporary file, fsync, rename). Errors:
  * NULL_POINTER, INVALID_STATE, IO. */
 SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, const char* path,
-                                                     uint32_t what);
+                                                     samba_transfer_kinds what);
 /* Loads a checkpoint into the device tensors of the same names: the whole
  * file is verified, and every name, dtype and shape checked, before any
  * tensor changes. With `strict`, every tensor of the file must exist in the
@@ -295,7 +297,7 @@ SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, con
  * VERSION_MISMATCH, NOT_FOUND / SHAPE_MISMATCH / DTYPE_MISMATCH (a tensor
  * does not match). On failure no tensor changes. */
 SAMBA_API samba_status samba_session_load_checkpoint(samba_session* session, const char* path,
-                                                     uint32_t what, int32_t strict);
+                                                     samba_transfer_kinds what, int32_t strict);
 
 #ifdef __cplusplus
 } /* extern "C" */

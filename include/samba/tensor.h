@@ -58,7 +58,8 @@ SAMBA_API samba_status samba_tensor_adopt(void* data, samba_dtype dtype, const i
 SAMBA_API samba_status samba_scalar_float(double value, samba_tensor** out);
 SAMBA_API samba_status samba_scalar_int(int64_t value, samba_tensor** out);
 
-/* Shape, strides (elements) and rank. BORROWED arrays, valid until the tensor
+/* Shape, strides (elements) and rank; samba_tensor_ndim is SambaTensor.dim()
+ * and ndimension(). BORROWED arrays, valid until the tensor
  * is released or reshaped in place. Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_tensor_ndim(const samba_tensor* t, size_t* out);
 SAMBA_API samba_status samba_tensor_shape(const samba_tensor* t, const int64_t** dims,
@@ -133,19 +134,21 @@ SAMBA_API samba_status samba_tensor_is_parameter(const samba_tensor* t, int32_t*
 /* Device memory a compiled tensor should live in (SambaTensor.mem_type):
  * SAMBA_MEM_AUTO lets the compiler decide (DDR, or HOST for inputs and
  * outputs with io_host_memory). Errors: NULL_POINTER, INVALID_ARGUMENT. */
+typedef int32_t samba_mem_type; /* one of SAMBA_MEM_* */
 #define SAMBA_MEM_AUTO (-1)
 #define SAMBA_MEM_DDR 0
 #define SAMBA_MEM_HBM 1
 #define SAMBA_MEM_HOST 2
-SAMBA_API samba_status samba_tensor_set_mem_type(samba_tensor* t, int32_t mem_type);
-SAMBA_API samba_status samba_tensor_mem_type(const samba_tensor* t, int32_t* out);
+SAMBA_API samba_status samba_tensor_set_mem_type(samba_tensor* t, samba_mem_type mem_type);
+SAMBA_API samba_status samba_tensor_mem_type(const samba_tensor* t, samba_mem_type* out);
 
 /* ==== Tensor conversions and new tensors ================================== */
 
 /* The dtype argument of samba_tensor_new_* that means "the dtype of t". */
 #define SAMBA_DTYPE_SAME (-1)
 
-/* Number of dimensions (SambaTensor.dim(), ndimension()). Errors: NULL_POINTER. */
+/* DEPRECATED since 0.1: the number of dimensions as int64_t; use
+ * samba_tensor_ndim (SambaTensor.dim(), ndimension()). Kept for the ABI. */
 SAMBA_API samba_status samba_tensor_dim(const samba_tensor* t, int64_t* out);
 
 /* Bytes the tensor's elements occupy: numel * element_size (for a strided
@@ -225,8 +228,13 @@ SAMBA_API samba_status samba_tensor_permute(samba_tensor* t, const int64_t* dims
                                             samba_tensor** out);
 
 /* The T property: a view with the dims in reverse order (for a matrix, its
- * transpose; a vector or scalar is returned as a new view of itself).
- * Differentiable. OWNED. Errors: NULL_POINTER, INVALID_STATE (no data). */
+ * transpose, PyTorch's .t(); a vector or scalar is returned as a new view of
+ * itself). Differentiable. OWNED. Errors: NULL_POINTER, INVALID_STATE (no
+ * data). */
+SAMBA_API samba_status samba_tensor_reverse_dims(samba_tensor* t, samba_tensor** out);
+
+/* DEPRECATED since 0.1: the same as samba_tensor_reverse_dims, under a name
+ * that reads like a typedef. Kept for the ABI. */
 SAMBA_API samba_status samba_tensor_t(samba_tensor* t, samba_tensor** out);
 
 /* A C-contiguous tensor with t's values: a new reference to t itself when t
@@ -293,6 +301,7 @@ SAMBA_API samba_status samba_tensor_to_dlpack(samba_tensor* t, struct DLManagedT
 typedef struct samba_index samba_index;
 
 /* Flags of samba_index_add_slice: which bounds are absent (x[:3], x[1:]). */
+typedef uint32_t samba_slice_flags; /* a combination of SAMBA_SLICE_* */
 #define SAMBA_SLICE_NO_START 1u
 #define SAMBA_SLICE_NO_STOP 2u
 
@@ -314,7 +323,7 @@ SAMBA_API samba_status samba_index_add_int(samba_index* idx, int64_t i);
  * ignored. Errors: NULL_POINTER, INVALID_ARGUMENT (step 0, unknown flag
  * bits), UNSUPPORTED (negative step, as in PyTorch). */
 SAMBA_API samba_status samba_index_add_slice(samba_index* idx, int64_t start, int64_t stop,
-                                             int64_t step, uint32_t flags);
+                                             int64_t step, samba_slice_flags flags);
 
 /* Appends None: a new dim of size 1 at this position. Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_index_add_none(samba_index* idx);

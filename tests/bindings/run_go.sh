@@ -14,5 +14,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 libdir="$(cd "$(dirname "$lib")" && pwd)"
 cd "$root/bindings/go"
-CGO_ENABLED=1 CGO_CFLAGS="-I$root/include" CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOPROXY=off GOFLAGS=-mod=mod \
+# samba.h includes the typed op functions generated into the build tree.
+generated=${SAMBA_GENERATED_INCLUDE:-$libdir/generated/include}
+CGO_ENABLED=1 CGO_CFLAGS="-I$root/include -I$generated" CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOPROXY=off GOFLAGS=-mod=mod \
   exec go test -count=1 ./...

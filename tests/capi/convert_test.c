@@ -169,7 +169,7 @@ static void test_views(void) {
   {
     const int64_t want_shape[] = {3, 2};
     const double want[] = {0, 3, 1, 4, 2, 5};
-    CHECK_OK(samba_tensor_t(x, &t));
+    CHECK_OK(samba_tensor_reverse_dims(x, &t));
     CHECK(data_of(t) == data_of(x));
     CHECK_OK(samba_tensor_strides(t, &strides, &rank));
     CHECK(rank == 2 && strides[0] == 1 && strides[1] == 3);
@@ -209,14 +209,19 @@ static void test_views(void) {
     samba_tensor* x1 = NULL;
     samba_tensor* o = NULL;
     CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, s3, 3, &x3));
-    CHECK_OK(samba_tensor_t(x3, &o));
+    CHECK_OK(samba_tensor_reverse_dims(x3, &o));
     CHECK_OK(samba_tensor_shape(o, &dims, &rank));
     CHECK(rank == 3 && dims[0] == 4 && dims[1] == 3 && dims[2] == 2);
     samba_tensor_release(o);
     CHECK_OK(samba_tensor_create(SAMBA_FLOAT32, s1, 1, &x1));
-    CHECK_OK(samba_tensor_t(x1, &o));
+    CHECK_OK(samba_tensor_reverse_dims(x1, &o));
     CHECK_OK(samba_tensor_shape(o, &dims, &rank));
     CHECK(rank == 1 && dims[0] == 5 && data_of(o) == data_of(x1));
+    samba_tensor_release(o);
+    /* The deprecated samba_tensor_t stays the same function. */
+    CHECK_OK(samba_tensor_t(x3, &o));
+    CHECK_OK(samba_tensor_shape(o, &dims, &rank));
+    CHECK(rank == 3 && dims[0] == 4 && dims[1] == 3 && dims[2] == 2);
     samba_tensor_release(o);
     /* permute with negative dims. */
     {

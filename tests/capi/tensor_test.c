@@ -50,7 +50,7 @@ static void test_create_and_getters(void) {
   CHECK_OK(samba_tensor_create(SAMBA_INT16, shape, 3, &t));
   CHECK_OK(samba_tensor_ndim(t, &rank));
   CHECK(rank == 3);
-  CHECK_OK(samba_tensor_dim(t, &dim));
+  CHECK_OK(samba_tensor_dim(t, &dim)); /* deprecated, still exported */
   CHECK(dim == 3);
   CHECK_OK(samba_tensor_shape(t, &dims, &rank));
   CHECK(rank == 3 && dims[0] == 2 && dims[1] == 3 && dims[2] == 4);

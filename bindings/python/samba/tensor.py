@@ -101,8 +101,8 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
         return st if dim is None else st[dim]
 
     def dim(self):
-        out = ctypes.c_int64()
-        call("samba_tensor_dim", self._h, ctypes.byref(out))
+        out = ctypes.c_size_t()
+        call("samba_tensor_ndim", self._h, ctypes.byref(out))
         return out.value
 
     ndimension = dim

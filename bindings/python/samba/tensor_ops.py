@@ -105,11 +105,11 @@ class TensorOps:
         return self._unary("samba_tensor_permute", *_i64_array(_dims(dims)))
 
     def t(self):
-        return self._unary("samba_tensor_t")
+        return self._unary("samba_tensor_reverse_dims")
 
     @property
     def T(self):  # noqa: N802 - torch's name
-        return self._unary("samba_tensor_t")
+        return self._unary("samba_tensor_reverse_dims")
 
     def _new(self, fn, size, value, dtype, requires_grad):
         shape = (size,) if isinstance(size, int) else tuple(size)
