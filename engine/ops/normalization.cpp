@@ -328,6 +328,19 @@ void run_norm_backward(KernelContext& c, int64_t features, F&& body) {
 
 std::vector<int64_t> normalized_shape(const Attrs& a) { return a.ints("normalized_shape"); }
 
+// layer_norm_backward and rms_norm_backward: inputs (grad, x, weight), outputs
+// dx and `n_param_grads` gradients shaped normalized_shape.
+std::vector<TensorMeta> trailing_norm_backward_metas(const InferContext& c, size_t n_param_grads,
+                                                     const char* op) {
+  const auto& ns = normalized_shape(c.attrs);
+  check_norm_inputs(c.inputs.subspan(1), Dims(ns), op, false);
+  check_grad_input(c.inputs[0], c.inputs[1], op);
+  trailing_layout(c.inputs[1], ns, op);
+  std::vector<TensorMeta> metas{meta_of(c.inputs[1])};
+  metas.resize(1 + n_param_grads, TensorMeta{c.inputs[1].dtype(), Dims(ns)});
+  return metas;
+}
+
 }  // namespace
 
 void register_normalization(OpRegistry& r) {
@@ -375,14 +388,8 @@ void register_normalization(OpRegistry& r) {
       .required_attr("normalized_shape", AttrType::Ints)
       .attr("eps", AttrType::Float, 1e-5)
       .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        const auto& ns = normalized_shape(c.attrs);
-        const char* op = "layer_norm_backward";
-        check_norm_inputs(c.inputs.subspan(1), Dims(ns), op, false);
-        check_grad_input(c.inputs[0], c.inputs[1], op);
-        trailing_layout(c.inputs[1], ns, op);
-        const DType dt = c.inputs[1].dtype();
-        return {meta_of(c.inputs[1]), {dt, Dims(ns)}, {dt, Dims(ns)}};
+      .infer([](const InferContext& c) {
+        return trailing_norm_backward_metas(c, 2, "layer_norm_backward");
       })
       .kernel([](KernelContext& c) {
         const RowLayout l =
@@ -435,13 +442,8 @@ void register_normalization(OpRegistry& r) {
       .required_attr("normalized_shape", AttrType::Ints)
       .required_attr("eps", AttrType::Float, "the eps the forward op used")
       .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        const auto& ns = normalized_shape(c.attrs);
-        const char* op = "rms_norm_backward";
-        check_norm_inputs(c.inputs.subspan(1), Dims(ns), op, false);
-        check_grad_input(c.inputs[0], c.inputs[1], op);
-        trailing_layout(c.inputs[1], ns, op);
-        return {meta_of(c.inputs[1]), {c.inputs[1].dtype(), Dims(ns)}};
+      .infer([](const InferContext& c) {
+        return trailing_norm_backward_metas(c, 1, "rms_norm_backward");
       })
       .kernel([](KernelContext& c) {
         const RowLayout l =
