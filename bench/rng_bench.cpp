@@ -31,7 +31,7 @@ double process_cpu_seconds() {
 
 void BM_Materialize(benchmark::State& state, const char* kind, bool inverse, DType dtype) {
   const int threads = static_cast<int>(state.range(0));
-  pef::MaterializerDesc desc{kind, {}};
+  rng::MaterializerDesc desc{kind, {}};
   if (desc.kind == "uniform") desc.params = {{"a", -1.0}, {"b", 1.0}};
   const MaterializeOptions options{42, "encoder.layer0.weight", threads, inverse,
                                    Bf16Rounding::NearestEven};

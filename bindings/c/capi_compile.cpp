@@ -4,6 +4,7 @@
 
 #include "bindings/c/capi.h"
 #include "compiler/compile.h"
+#include "compiler/passes/pipeline.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/writer.h"
 
@@ -143,8 +144,7 @@ samba_status samba_compile_options_set_pef_path(samba_compile_options* o, const 
 samba_status samba_compile_options_set_opt_level(samba_compile_options* o, int32_t level) {
   return SAMBA_GUARDED({
     require(o, "opts");
-    SAMBA_CHECK(level == 0 || level == 1, Status::InvalidArgument,
-                "optimization level {} is not supported; expected 0 (o0) or 1 (o1)", level);
+    compiler::opt_level(level);  // refuses a level the pipeline does not have
     o->program.opt_level = level;
   });
 }
