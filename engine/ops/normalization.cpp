@@ -341,6 +341,21 @@ std::vector<TensorMeta> trailing_norm_backward_metas(const InferContext& c, size
   return metas;
 }
 
+// Their kernels: the same rows, layer_norm's or rms_norm's backward per row.
+template <bool kRms>
+void trailing_norm_backward_kernel(KernelContext& c, const char* op) {
+  const RowLayout l = trailing_layout(c.inputs[1], normalized_shape(c.attrs), op);
+  const double eps = c.attrs.f("eps");
+  run_norm_backward(
+      c, l.len,
+      [&]<typename C>(const C* g, const C* x, const C* w, C* dx, std::vector<double>& sums) {
+        if constexpr (kRms)
+          rms_norm_backward(g, x, w, dx, l, eps, sums);
+        else
+          layer_norm_backward(g, x, w, dx, l, eps, sums);
+      });
+}
+
 }  // namespace
 
 void register_normalization(OpRegistry& r) {
@@ -391,15 +406,7 @@ void register_normalization(OpRegistry& r) {
       .infer([](const InferContext& c) {
         return trailing_norm_backward_metas(c, 2, "layer_norm_backward");
       })
-      .kernel([](KernelContext& c) {
-        const RowLayout l =
-            trailing_layout(c.inputs[1], normalized_shape(c.attrs), "layer_norm_backward");
-        run_norm_backward(
-            c, l.len,
-            [&]<typename C>(const C* g, const C* x, const C* w, C* dx, std::vector<double>& sums) {
-              layer_norm_backward(g, x, w, dx, l, c.attrs.f("eps"), sums);
-            });
-      });
+      .kernel([](KernelContext& c) { trailing_norm_backward_kernel<false>(c, "layer_norm_backward"); });
 
   r.def("rms_norm")
       .doc(
@@ -445,15 +452,7 @@ void register_normalization(OpRegistry& r) {
       .infer([](const InferContext& c) {
         return trailing_norm_backward_metas(c, 1, "rms_norm_backward");
       })
-      .kernel([](KernelContext& c) {
-        const RowLayout l =
-            trailing_layout(c.inputs[1], normalized_shape(c.attrs), "rms_norm_backward");
-        run_norm_backward(
-            c, l.len,
-            [&]<typename C>(const C* g, const C* x, const C* w, C* dx, std::vector<double>& sums) {
-              rms_norm_backward(g, x, w, dx, l, c.attrs.f("eps"), sums);
-            });
-      });
+      .kernel([](KernelContext& c) { trailing_norm_backward_kernel<true>(c, "rms_norm_backward"); });
 
   r.def("group_norm")
       .doc(
