@@ -106,6 +106,35 @@ int main(void) {
   samba_tensor_release(outs[0]);
   CHECK(after != before); /* the inference graph sees the trained weight */
 
+  /* A multigraph run names its graph: without one it is refused, and the
+   * inference graph's run leaves the weights as they were. */
+  {
+    samba_run_options* by_graph = NULL;
+    samba_tensor* w0 = NULL;
+    samba_tensor* w1 = NULL;
+    int64_t k = 0, j;
+    double *a, *b;
+    CHECK_OK(samba_run_options_create(&by_graph));
+    CHECK_FAILS(samba_session_run(s, in, 2, NULL, 0, by_graph, outs, 2, &n), SAMBA_ERR_INVALID_ARGUMENT,
+                "graph_name");
+    CHECK_OK(samba_run_options_set_graph_name(by_graph, "nope"));
+    CHECK_FAILS(samba_session_run(s, in, 1, NULL, 0, by_graph, outs, 2, &n), SAMBA_ERR_NOT_FOUND, "nope");
+    CHECK_OK(samba_run_options_set_graph_name(by_graph, "infer"));
+    CHECK_OK(samba_tensor_sn_data(s, train.w, &w0));
+    CHECK_OK(samba_session_run(s, in, 1, NULL, 0, by_graph, outs, 2, &n));
+    CHECK(n == 1);
+    samba_tensor_release(outs[0]);
+    CHECK_OK(samba_tensor_sn_data(s, train.w, &w1));
+    a = values_of(w0, &k);
+    b = values_of(w1, &k);
+    for (j = 0; j < k; ++j) CHECK_NEAR(a[j], b[j], 0);
+    free(a);
+    free(b);
+    samba_tensor_release(w0);
+    samba_tensor_release(w1);
+    samba_run_options_release(by_graph);
+  }
+
   /* init_output_grads: zero the loss gradient, and training stops moving. */
   {
     const char* loss_name = NULL;
