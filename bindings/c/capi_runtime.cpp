@@ -390,6 +390,13 @@ samba_status samba_run_options_set_section_ids(samba_run_options* o, const int32
   });
 }
 
+samba_status samba_run_options_set_graph_name(samba_run_options* o, const char* graph_name) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->request.graph_name = graph_name ? graph_name : "";
+  });
+}
+
 samba_status samba_run_options_set_call_range(samba_run_options* o, int64_t from, int64_t until) {
   return SAMBA_GUARDED({
     require(o, "opts");

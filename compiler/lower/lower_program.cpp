@@ -67,6 +67,21 @@ class Lowering {
   }
 
  private:
+  // Graphs share a parameter or buffer by using the same tensor (one device
+  // tensor, as a prompt graph and a token graph share weights and a KV
+  // cache). Two different tensors that only happen to have the same name
+  // would silently become one: refused, naming both graphs.
+  void check_same_host(const std::string& graph, const Value& v) const {
+    auto it = first_host_.find(v.name);
+    if (it == first_host_.end() || !v.host.defined() ||
+        (v.kind != ValueKind::Parameter && v.kind != ValueKind::Buffer))
+      return;
+    SAMBA_CHECK(it->second.second == v.host.impl(), Status::InvalidArgument,
+                "compile: graphs '{}' and '{}' both have a {} named '{}' but they are different tensors; "
+                "pass the same tensor to both graphs to share it, or give them different names",
+                it->second.first, graph, v.kind == ValueKind::Buffer ? "buffer" : "parameter", v.name);
+  }
+
   int32_t argin_index(const std::string& name) {
     for (size_t i = 0; i < p_.argins.size(); ++i)
       if (p_.argins[i].name == name) return static_cast<int32_t>(i);
@@ -112,6 +127,7 @@ class Lowering {
                         "as {}{} and {}{}",
                         g.name, name, dtype_name(v.dtype), dims_str(v.shape), dtype_name(t.dtype),
                         dims_str(t.shape));
+            check_same_host(g.name, v);
             index[v.id] = it->second;
             continue;
           }
@@ -150,6 +166,7 @@ class Lowering {
         p_.tensors.push_back(std::move(t));
         index[v.id] = static_cast<int32_t>(p_.tensors.size() - 1);
         if (shared) persistent_[name] = index[v.id];
+        if (shared && v.host.defined()) first_host_[name] = {g.name, v.host.impl()};
       }
     for (ValueId pv : g.parameters) {
       const Value& v = g.value(pv);
@@ -295,6 +312,8 @@ class Lowering {
   MemoryPlan plan_;
   std::vector<std::vector<int32_t>> tensor_of_;
   std::map<std::string, int32_t> persistent_;
+  // Per shared parameter or buffer name: the graph that first used it and its host tensor.
+  std::map<std::string, std::pair<std::string, const TensorImpl*>> first_host_;
 };
 
 }  // namespace

@@ -160,18 +160,71 @@ void Runtime::release(ExecutionContext* ctx) {
   spares_.emplace_back(ctx);
 }
 
+// The graph a run is restricted to: the named one, -1 for none. A PEF of
+// several graphs runs one graph's schedule per run; running every graph's
+// sections at once would train while evaluating.
+int32_t Runtime::graph_of_run(const RunRequest& r) const {
+  const auto& d = program_->desc();
+  std::vector<std::string> names;
+  for (size_t g = 0; g < d.graphs.size(); ++g) {
+    if (d.graphs[g].name == r.graph_name) return static_cast<int32_t>(g);
+    names.push_back(d.graphs[g].name);
+  }
+  SAMBA_CHECK(r.graph_name.empty(), Status::NotFound, "run: the PEF '{}' has no graph '{}'; its graphs are: {}",
+              d.name, r.graph_name, fmt::join(names, ", "));
+  const bool calls_named = !r.section_ids.empty() || r.from_call >= 0 || r.until_call >= 0;
+  SAMBA_CHECK(d.graphs.size() <= 1 || calls_named, Status::InvalidArgument,
+              "run: the PEF '{}' holds the graphs {}; name the one to run (graph_name), or give section ids "
+              "or a call range",
+              d.name, fmt::join(names, ", "));
+  return -1;
+}
+
+// Without gradient accumulation backward overwrites the gradients, whatever
+// sections the caller names. A micro-batched graph accumulates its
+// micro-batches' gradients and so has a ZEROGRAD section: a selection that
+// runs BCKWD without it gets it first, before the graph's first call.
+std::vector<int32_t> Runtime::with_gradients_cleared(std::vector<int32_t> calls) const {
+  const auto& d = program_->desc();
+  const auto type_of = [&](int32_t c) { return d.sections[static_cast<size_t>(d.schedule[c].section)].type; };
+  const auto graph_of = [&](int32_t c) { return program_->sections()[static_cast<size_t>(d.schedule[c].section)].graph; };
+  for (size_t g = 0; g < d.graphs.size(); ++g) {
+    const auto mine = [&](int32_t c) { return graph_of(c) == static_cast<int32_t>(g); };
+    const auto runs = [&](pef::SectionType t) {
+      return std::any_of(calls.begin(), calls.end(), [&](int32_t c) { return mine(c) && type_of(c) == t; });
+    };
+    if (d.graphs[g].grad_accumulation || !runs(pef::SectionType::BCKWD) || runs(pef::SectionType::ZEROGRAD))
+      continue;
+    std::vector<int32_t> zero;
+    for (const auto& c : d.schedule)
+      if (mine(c.id) && type_of(c.id) == pef::SectionType::ZEROGRAD) zero.push_back(c.id);
+    calls.insert(std::find_if(calls.begin(), calls.end(), mine), zero.begin(), zero.end());
+  }
+  return calls;
+}
+
 std::vector<int32_t> Runtime::select_calls(const RunRequest& r) const {
+  return with_gradients_cleared(select_named_calls(r));
+}
+
+std::vector<int32_t> Runtime::select_named_calls(const RunRequest& r) const {
   const auto& d = program_->desc();
   SAMBA_CHECK(r.section_types.empty() || r.section_ids.empty(), Status::InvalidArgument,
               "run: give section_types or section_ids, not both");
+  const int32_t graph = graph_of_run(r);
+  const auto in_graph = [&](int32_t section) {
+    return graph < 0 || program_->sections()[static_cast<size_t>(section)].graph == graph;
+  };
   std::vector<int32_t> calls;
   if (!r.section_types.empty()) {
     for (const std::string& name : r.section_types) {
       const pef::SectionType type = pef::section_type_from_name(name);
       bool any = false;
       for (const auto& c : d.schedule)
-        if (d.sections[static_cast<size_t>(c.section)].type == type) calls.push_back(c.id), any = true;
-      SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no {} section", d.name, pef::section_type_name(type));
+        if (d.sections[static_cast<size_t>(c.section)].type == type && in_graph(c.section))
+          calls.push_back(c.id), any = true;
+      SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no {} section{}", d.name,
+                  pef::section_type_name(type), graph < 0 ? "" : fmt::format(" in graph '{}'", r.graph_name));
     }
     return calls;
   }
@@ -179,7 +232,7 @@ std::vector<int32_t> Runtime::select_calls(const RunRequest& r) const {
     for (int32_t id : r.section_ids) {
       bool any = false;
       for (const auto& c : d.schedule)
-        if (d.sections[static_cast<size_t>(c.section)].id == id) calls.push_back(c.id), any = true;
+        if (d.sections[static_cast<size_t>(c.section)].id == id && in_graph(c.section)) calls.push_back(c.id), any = true;
       SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no section with id {} (ids 0..{})", d.name, id,
                   d.sections.size() - 1);
     }
@@ -191,7 +244,8 @@ std::vector<int32_t> Runtime::select_calls(const RunRequest& r) const {
   SAMBA_CHECK(from <= n && until <= n && from <= until, Status::OutOfRange,
               "run: call range [{}, {}) is not within the schedule's call ids 0..{}", r.from_call,
               r.until_call, n);
-  for (int64_t c = from; c < until; ++c) calls.push_back(static_cast<int32_t>(c));
+  for (int64_t c = from; c < until; ++c)
+    if (in_graph(d.schedule[static_cast<size_t>(c)].section)) calls.push_back(static_cast<int32_t>(c));
   return calls;
 }
 

@@ -50,6 +50,9 @@ struct RunRequest {
   std::vector<std::pair<std::string, AttrValue>> hyperparams;
   std::vector<std::string> section_types;  // case-insensitive
   std::vector<int32_t> section_ids;
+  // The graph whose schedule runs (the seed's graph_name); a PEF of several
+  // graphs needs it unless section ids or a call range name the calls.
+  std::string graph_name;
   int64_t from_call = -1;   // first call id run (-1: the schedule's first)
   int64_t until_call = -1;  // the call id the run stops before (-1: run to the end)
   bool train = true;        // false: dropout rates are 0 for this run
@@ -118,6 +121,9 @@ class Runtime {
  private:
   struct ContextLease;
   std::vector<int32_t> select_calls(const RunRequest& r) const;
+  std::vector<int32_t> select_named_calls(const RunRequest& r) const;
+  std::vector<int32_t> with_gradients_cleared(std::vector<int32_t> calls) const;
+  int32_t graph_of_run(const RunRequest& r) const;
   ContextLease lease(bool exclusive);
   void release(ExecutionContext* ctx);
   void initialize_state();

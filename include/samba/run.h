@@ -109,6 +109,11 @@ SAMBA_API samba_status samba_run_options_set_section_ids(samba_run_options* opts
  * INVALID_ARGUMENT (a bound below -1). */
 SAMBA_API samba_status samba_run_options_set_call_range(samba_run_options* opts,
                                                         int64_t from_call, int64_t until_call);
+/* graph_name: run only this graph's sections (its whole schedule, or the
+ * section types or call range given). A PEF of several graphs needs it
+ * unless section ids or a call range name the calls. NULL or "" clears it.
+ * Errors: NULL_POINTER. An unknown name is reported by the run (NOT_FOUND). */
+SAMBA_API samba_status samba_run_options_set_graph_name(samba_run_options* opts, const char* graph_name);
 /* hyperparam_dict: sets argin `name` (lr, momentum, beta1, max_grad_norm,
  * dropout_3.p, ...: the names samba_optimizer_create takes) for this run and
  * the ones after it. Errors: NULL_POINTER. Unknown names are reported by the

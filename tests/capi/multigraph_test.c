@@ -26,6 +26,27 @@ static samba_status model(void* user, samba_tensor* const* in, size_t n_in, samb
   return SAMBA_OK;
 }
 
+/* Runs `ro` and checks the device value of `w` did not move. */
+static void check_run_keeps(samba_session* s, samba_tensor* w, samba_tensor** in, size_t n_in,
+                            const samba_run_options* ro) {
+  samba_tensor *w0 = NULL, *w1 = NULL, *outs[2] = {NULL, NULL};
+  size_t n = 0;
+  int64_t k = 0, j;
+  double *a, *b;
+  CHECK_OK(samba_tensor_sn_data(s, w, &w0));
+  CHECK_OK(samba_session_run(s, in, n_in, NULL, 0, ro, outs, 2, &n));
+  CHECK(n == 1);
+  samba_tensor_release(outs[0]);
+  CHECK_OK(samba_tensor_sn_data(s, w, &w1));
+  a = values_of(w0, &k);
+  b = values_of(w1, &k);
+  for (j = 0; j < k; ++j) CHECK_NEAR(a[j], b[j], 0);
+  free(a);
+  free(b);
+  samba_tensor_release(w0);
+  samba_tensor_release(w1);
+}
+
 int main(void) {
   const int64_t s_w[2] = {3, 4}, s_x[2] = {5, 4}, s_y[1] = {5};
   const int64_t labels[5] = {0, 1, 2, 1, 0};
@@ -106,29 +127,29 @@ int main(void) {
   samba_tensor_release(outs[0]);
   CHECK(after != before); /* the inference graph sees the trained weight */
 
+  /* A multigraph run names its graph: without one it is refused, and the
+   * inference graph's run leaves the weights as they were. */
+  {
+    samba_run_options* by_graph = NULL;
+    CHECK_OK(samba_run_options_create(&by_graph));
+    CHECK_FAILS(samba_session_run(s, in, 2, NULL, 0, by_graph, outs, 2, &n), SAMBA_ERR_INVALID_ARGUMENT,
+                "graph_name");
+    CHECK_OK(samba_run_options_set_graph_name(by_graph, "nope"));
+    CHECK_FAILS(samba_session_run(s, in, 1, NULL, 0, by_graph, outs, 2, &n), SAMBA_ERR_NOT_FOUND, "nope");
+    CHECK_OK(samba_run_options_set_graph_name(by_graph, "infer"));
+    check_run_keeps(s, train.w, in, 1, by_graph);
+    samba_run_options_release(by_graph);
+  }
+
   /* init_output_grads: zero the loss gradient, and training stops moving. */
   {
     const char* loss_name = NULL;
-    samba_tensor* w0 = NULL;
-    samba_tensor* w1 = NULL;
-    int64_t k = 0, j;
-    double *a, *b;
     CHECK_OK(samba_session_name_at(s, SAMBA_NAMES_OUTPUTS, 0, &loss_name));
     CHECK_FAILS(samba_session_init_output_grads(s, (const char* const[]){"nope"}, 1, NULL, NULL, 0),
                 SAMBA_ERR_NOT_FOUND, "nope");
     CHECK_OK(samba_session_init_output_grads(s, &loss_name, 1, NULL, NULL, 0));
-    CHECK_OK(samba_tensor_sn_data(s, train.w, &w0));
     CHECK_OK(samba_run_options_set_call_range(ro, 0, 3));
-    CHECK_OK(samba_session_run(s, in, 2, NULL, 0, ro, outs, 2, &n));
-    samba_tensor_release(outs[0]);
-    CHECK_OK(samba_tensor_sn_data(s, train.w, &w1));
-    a = values_of(w0, &k);
-    b = values_of(w1, &k);
-    for (j = 0; j < k; ++j) CHECK_NEAR(a[j], b[j], 0);
-    free(a);
-    free(b);
-    samba_tensor_release(w0);
-    samba_tensor_release(w1);
+    check_run_keeps(s, train.w, in, 2, ro);
   }
 
   samba_tensor_release(traced);

@@ -252,9 +252,13 @@ class SambaSession:
     # ---- running -----------------------------------------------------------------------
     def run(self, input_tensors=None, output_tensors=(), hyperparam_dict=None, data_parallel=False,
             reduce_on_rdu=False, section_ids=(), section_types=(), run_until_call_id=None,
-            run_from_call_id=None, data_parallel_mode="normal", train=True, grad_of_outputs=None):
-        """SambaSession.run: transfers the inputs, runs the selected sections, returns the outputs."""
+            run_from_call_id=None, data_parallel_mode="normal", train=True, grad_of_outputs=None, graph_name=None):
+        """SambaSession.run: transfers the inputs, runs the selected sections, returns the outputs.
+        graph_name (a SambaGraph's name) runs only that graph's sections; a multigraph PEF needs it
+        unless section_ids or a call range name the calls."""
         with Owned("run_options") as ro:
+            if graph_name:
+                call("samba_run_options_set_graph_name", ro, graph_name.encode())
             for k, v in (hyperparam_dict or {}).items():
                 call("samba_run_options_set_hyperparam", ro, k.encode(), ctypes.c_double(float(v)))
             if section_types:

@@ -500,8 +500,29 @@ def torch_view(t):
     return torch.utils.dlpack.from_dlpack(to_dlpack(t))
 
 
+def _filling_from_result(fn):
+    """fn(tensor, rng) in the seed's form returns the values (a torch tensor,
+    numpy array or SambaTensor); Samba's form fills `tensor` and returns None.
+    Both are accepted: returned values are copied into the parameter, so they
+    are never dropped silently."""
+
+    def fill(t, rng):
+        values = fn(t, rng)
+        if values is None:
+            return
+        v = as_tensor(values)
+        if v.shape != t.shape or v.dtype != t.dtype:
+            raise ValueError(f"materializer for '{t.sn_name}' returned a tensor of shape {v.shape} and dtype "
+                             f"{v.dtype}; the parameter is {t.shape} {t.dtype}")
+        t.data = v
+
+    return fill
+
+
 def materializer_of(m):
     """A Materializer for a Materializer, a built-in's name, or fn(tensor, rng)."""
     if isinstance(m, Materializer):
         return m
-    return Materializer(m) if isinstance(m, str) else Materializer.custom(m, SambaTensor._borrowed)
+    if isinstance(m, str):
+        return Materializer(m)
+    return Materializer.custom(_filling_from_result(m), SambaTensor._borrowed)

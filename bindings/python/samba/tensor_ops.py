@@ -3,9 +3,11 @@ Every operator is a registry op: it computes on the host, or is recorded
 while a model is being traced. TensorOps is SambaTensor's base: results are
 made with the concrete class's _wrap and operands converted with its
 _coerce, so this module needs nothing above it."""
+import collections
 import ctypes
 
 from . import dtypes
+from ._lib import SambaError
 from ._lib import call, out_handle
 from .indexing import build_index
 from .ops import bind, call_native, is_op
@@ -20,6 +22,14 @@ def _dims(args):
 
 def _i64_array(values):
     return (ctypes.c_int64 * max(1, len(values)))(*values), ctypes.c_size_t(len(values))
+
+
+# torch.return_types' shapes: (values, indices) that unpack, index and name like torch's.
+MaxResult = collections.namedtuple("max", ["values", "indices"])
+MinResult = collections.namedtuple("min", ["values", "indices"])
+
+# Torch functions returning (values, indices) that need a sort the registry does not have yet.
+SORTING_FUNCTIONS = ("sort", "topk", "kthvalue", "median", "mode", "msort", "argsort")
 
 
 class TensorOps:
@@ -142,6 +152,31 @@ class TensorOps:
             else:
                 call("samba_tensor_index_put", self._h, idx.handle, self._coerce(value)._h)
 
+    # ---- reductions that return indices ------------------------------------------------
+    def _extreme(self, op, result_type, dim=None, keepdim=False):
+        """torch.max/min forms: the whole tensor's value, the elementwise extreme
+        with another tensor, or (values, indices) along an int dim."""
+        if dim is None:
+            return self._call_op(op, [self])
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            return self._op("maximum" if op == "max" else "minimum", dim)
+        indices = self._call_op("arg" + op, [self], {"dim": dim, "keepdim": True})
+        # Values are gathered at the indices, so they agree with them on ties and
+        # NaN, and the gradient flows to the chosen element only, as in torch.
+        values = self._call_op("gather", [self, indices], {"dim": dim})
+        if not keepdim:
+            values = self._call_op("squeeze", [values], {"dim": [dim]})
+            indices = self._call_op("squeeze", [indices], {"dim": [dim]})
+        return result_type(values, indices)
+
+    def max(self, dim=None, keepdim=False):
+        """x.max(): the largest value; x.max(dim, keepdim) -> (values, indices); x.max(other): elementwise."""
+        return self._extreme("max", MaxResult, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        """x.min(): the smallest value; x.min(dim, keepdim) -> (values, indices); x.min(other): elementwise."""
+        return self._extreme("min", MinResult, dim, keepdim)
+
     # ---- operators -------------------------------------------------------------------
     def _op(self, name, other=None, reverse=False):
         if other is None:
@@ -187,6 +222,10 @@ class TensorOps:
 
     def __getattr__(self, name):
         # Registry ops as methods: x.relu(), x.sum(dim=[1]), x.softmax(dim=1).
+        if name in SORTING_FUNCTIONS:
+            raise SambaError("SAMBA_ERR_UNSUPPORTED",
+                             f"SambaTensor.{name}: Samba has no sort op yet, so it cannot compute {name}'s "
+                             f"(values, indices); use max/min along a dim, or argmax/argmin")
         if not is_op(name):
             raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
         return lambda *args, **kwargs: self._call_bound(name, (self,) + args, kwargs)

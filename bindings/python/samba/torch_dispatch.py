@@ -158,6 +158,8 @@ def dispatch(cls, func, args, kwargs):
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
+    if name in ("max", "min") and args:
+        return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
     if name == "split":
         return cls._coerce(args[0]).split(*args[1:], **kwargs)
     if not is_op(name):
