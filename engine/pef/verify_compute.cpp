@@ -170,17 +170,64 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
                   "tensors");
   }
-  std::unordered_map<int32_t, size_t> calls;
   for (size_t c = 0; c < p.schedule.size(); ++c) {
     const CallDesc& cd = p.schedule[c];
     std::string label = fmt::format("schedule call {} (id {})", c, cd.id);
-    auto [it, fresh] = calls.emplace(cd.id, c);
-    if (!fresh) corrupt("{}: call id {} already used by call {}", label, cd.id, it->second);
+    // The runtime selects calls by id ranges and indexes the schedule with
+    // them, so an id is the call's position, not just a unique name.
+    if (cd.id < 0 || static_cast<size_t>(cd.id) != c)
+      corrupt("{}: call id {} is not its position {} (call ids are 0..{} in order)", label, cd.id,
+              c, p.schedule.size() - 1);
     check_index(cd.section, p.sections.size(), false, label, "section", "sections");
   }
 }
 
+namespace {
+
+// A graph split into micro-batches: the runtime divides batch_size by
+// micro_batch_size and allocates each batch-major tensor once per
+// micro-batch, so the split must be exact and every buffer size must fit.
+// All batch buffers together stay below 2^62 bytes, far beyond any device.
+constexpr uint64_t kMaxBatchBuffers = uint64_t{1} << 62;
+
+bool splits_batch(const GraphDesc& gd) {
+  return gd.micro_batch_size > 0 && gd.micro_batch_size < gd.batch_size;
+}
+
+void check_micro_batches(const ProgramDesc& p, const GraphDesc& gd, const std::string& label,
+                         uint64_t& total) {
+  if (!splits_batch(gd)) return;
+  if (gd.batch_size % gd.micro_batch_size != 0)
+    corrupt("{}: micro_batch_size {} does not divide batch_size {}", label, gd.micro_batch_size,
+            gd.batch_size);
+  const uint64_t n = static_cast<uint64_t>(gd.batch_size / gd.micro_batch_size);
+  auto check_buffer = [&](int32_t t) {
+    if (t < 0) return;
+    const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(td.nbytes, n, &bytes) || bytes > kMaxBatchBuffers ||
+        total + bytes + 64 > kMaxBatchBuffers)
+      corrupt("{}: {} of {} bytes held for {} micro-batches overflows a buffer size", label,
+              tensor_label(p, t), td.nbytes, n);
+    total += bytes + 64;  // the runtime rounds each buffer up to 64 bytes
+  };
+  for (int32_t t : gd.inputs) check_buffer(t);
+  for (int32_t t : gd.outputs) check_buffer(t);
+  for (int32_t t : gd.output_grads) check_buffer(t);
+}
+
+}  // namespace
+
 void verify_graphs(const ProgramDesc& p) {
+  for (size_t s = 0; s < p.sections.size(); ++s) {
+    const SectionDesc& sd = p.sections[s];
+    const GraphDesc& gd = p.graphs[static_cast<size_t>(sd.graph)];
+    if (sd.micro_batched && !splits_batch(gd))
+      corrupt("section {} '{}': micro-batched, but graph {} '{}' has micro_batch_size {} and "
+              "batch_size {} (needs 0 < micro_batch_size < batch_size)",
+              s, sd.name, sd.graph, gd.name, gd.micro_batch_size, gd.batch_size);
+  }
+  uint64_t batch_buffers = 0;
   std::unordered_map<std::string_view, size_t> names;
   for (size_t g = 0; g < p.graphs.size(); ++g) {
     const GraphDesc& gd = p.graphs[g];
@@ -220,6 +267,7 @@ void verify_graphs(const ProgramDesc& p) {
     if (gd.batch_size > 0 && gd.micro_batch_size > gd.batch_size)
       corrupt("{}: micro_batch_size {} exceeds batch_size {}", label, gd.micro_batch_size,
               gd.batch_size);
+    check_micro_batches(p, gd, label, batch_buffers);
     if (static_cast<int>(gd.mapping) >= kNumMappings)
       corrupt("{}: mapping code {} is not a mapping (0..{})", label, static_cast<int>(gd.mapping),
               kNumMappings - 1);
