@@ -2,6 +2,7 @@
 // registry, argins and bindings, sections, the schedule and graphs.
 #include <unordered_map>
 
+#include "engine/core/tensor.h"
 #include "engine/pef/verify_internal.h"
 
 namespace samba::pef::verify_detail {
@@ -74,6 +75,40 @@ void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c,
   }
 }
 
+// The op's own inference on the PEF's input tensors must give exactly the
+// output tensors the PEF allocated: kernels write what inference says, so a
+// smaller or differently shaped output slot would be written past its end.
+void check_op_types(const ProgramDesc& p, const OpDef& def, const OpCall& c, const Attrs& attrs,
+                    const std::string& where) {
+  if (!def.infer) return;
+  std::vector<Tensor> inputs;
+  inputs.reserve(c.inputs.size());
+  for (int32_t t : c.inputs) {
+    if (t < 0) {
+      inputs.emplace_back();
+      continue;
+    }
+    const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+    inputs.push_back(Tensor::symbolic(td.shape, td.dtype));
+  }
+  std::vector<TensorMeta> metas;
+  try {
+    metas = def.infer(InferContext{def, inputs, attrs});
+  } catch (const Error& e) {
+    corrupt("{}: the inputs do not fit the op: {}", where, e.what());
+  }
+  if (metas.size() != c.outputs.size())
+    corrupt("{}: {} outputs, but the op infers {} from its inputs", where, c.outputs.size(),
+            metas.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorDesc& td = p.tensors[static_cast<size_t>(c.outputs[i])];
+    if (td.dtype != metas[i].dtype || td.shape != metas[i].shape)
+      corrupt("{}: output {} {} is {} {}, but the op infers {} {} from its inputs", where, i,
+              tensor_label(p, c.outputs[i]), dtype_name(td.dtype), dims_str(td.shape),
+              dtype_name(metas[i].dtype), dims_str(metas[i].shape));
+  }
+}
+
 void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& marks, int64_t stamp,
                    const std::string& where) {
   const OpDef* def = OpRegistry::global().find(c.op);
@@ -88,11 +123,13 @@ void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& mar
   check_op_tensors(p, *def, c, marks, stamp, where);
   for (const auto& [name, v] : c.attrs.items())
     check_attr_value(v, fmt::format("{} attribute '{}'", where, name));
+  Attrs resolved;
   try {
-    def->resolve(c.attrs);
+    resolved = def->resolve(c.attrs);
   } catch (const Error& e) {
     corrupt("{}: {}", where, e.what());
   }
+  check_op_types(p, *def, c, resolved, where);
   for (const ArginBinding& b : c.bindings) check_binding(p, *def, b, where);
 }
 

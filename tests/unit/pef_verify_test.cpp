@@ -276,6 +276,25 @@ std::vector<Mutation> mutations() {
        "a constant, not a parameter"},
       {"micro batch above batch", [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 64; },
        "micro-batched, but graph 0 'train' has micro_batch_size 64 and batch_size 8"},
+      // Each op's own inference against the tensors the PEF gives it.
+      {"gemm output slot smaller than inferred",
+       [](ProgramDesc& p) {
+         TensorDesc& h1 = tensor(p, "h1");
+         h1.shape = {8, 16};
+         h1.nbytes = 8 * 16 * 4;
+       },
+       "kernel 0 'gemm1_tanh' op 0 'linear': output 0 tensor 14 'h1' is float32 [8, 16], but the "
+       "op infers float32 [8, 32]"},
+      {"swapped gemm operands",
+       [](ProgramDesc& p) { std::swap(kernel(p, "gemm1_tanh").ops[0].inputs[0],
+                                      kernel(p, "gemm1_tanh").ops[0].inputs[1]); },
+       "kernel 0 'gemm1_tanh' op 0 'linear': "},
+      {"output dtype changed", [](ProgramDesc& p) { tensor(p, "t1").dtype = DType::Int32; },
+       "kernel 0 'gemm1_tanh' op 1 'tanh': output 0 tensor 15 't1' is int32 [8, 32], but the op "
+       "infers float32 [8, 32]"},
+      {"elementwise output of lower rank",
+       [](ProgramDesc& p) { tensor(p, "t1").shape = {8 * 32}; },
+       "op 1 'tanh': output 0 tensor 15 't1' is float32 [256], but the op infers float32 [8, 32]"},
       // Micro-batch fields the runtime divides by and multiplies with.
       {"micro-batched section without micro batch",
        [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 0; },
