@@ -106,6 +106,11 @@ void check_op_types(const ProgramDesc& p, const OpDef& def, const OpCall& c, con
       corrupt("{}: output {} {} is {} {}, but the op infers {} {} from its inputs", where, i,
               tensor_label(p, c.outputs[i]), dtype_name(td.dtype), dims_str(td.shape),
               dtype_name(metas[i].dtype), dims_str(metas[i].shape));
+    // Kernels write their outputs as contiguous buffers.
+    if (td.role == TensorRole::Alias && td.strides != contiguous_strides(td.shape))
+      corrupt("{}: output {} {} is a view with strides {}; the op writes contiguous {}", where, i,
+              tensor_label(p, c.outputs[i]), dims_str(td.strides),
+              dims_str(contiguous_strides(td.shape)));
   }
 }
 

@@ -295,6 +295,14 @@ std::vector<Mutation> mutations() {
       {"elementwise output of lower rank",
        [](ProgramDesc& p) { tensor(p, "t1").shape = {8 * 32}; },
        "op 1 'tanh': output 0 tensor 15 't1' is float32 [256], but the op infers float32 [8, 32]"},
+      {"strided view as an op output",
+       [](ProgramDesc& p) {
+         KernelDesc& k = kernel(p, "zero_grads");
+         k.ops[2].attrs.set("shape", std::vector<int64_t>{4, 8});
+         k.ops[2].outputs = {find_tensor(p, "logits.t")};
+         k.writes.push_back(find_tensor(p, "logits.t"));
+       },
+       "is a view with strides [1, 4]; the op writes contiguous [8, 1]"},
       // Micro-batch fields the runtime divides by and multiplies with.
       {"micro-batched section without micro batch",
        [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 0; },

@@ -152,7 +152,8 @@ TEST(RuntimeRun, AKernelErrorNamesTheKernelAndItsOp) {
     rt->run(r);
     FAIL() << "a class index of 7 for 3 classes ran";
   } catch (const Error& e) {
-    EXPECT_TRUE(std::regex_search(e.what(), std::regex("^kernel [0-9]+ '.+' op [0-9]+ 'cross_entropy': .+")))
+    const std::regex named_kernel("^kernel [0-9]+ '.+' op [0-9]+ 'cross_entropy': .+");
+    EXPECT_TRUE(std::regex_search(e.what(), named_kernel))
         << e.what();
   }
 }
