@@ -2,6 +2,7 @@
 // registry, argins and bindings, sections, the schedule and graphs.
 #include <unordered_map>
 
+#include "engine/core/tensor.h"
 #include "engine/pef/verify_internal.h"
 
 namespace samba::pef::verify_detail {
@@ -74,6 +75,45 @@ void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c,
   }
 }
 
+// The op's own inference on the PEF's input tensors must give exactly the
+// output tensors the PEF allocated: kernels write what inference says, so a
+// smaller or differently shaped output slot would be written past its end.
+void check_op_types(const ProgramDesc& p, const OpDef& def, const OpCall& c, const Attrs& attrs,
+                    const std::string& where) {
+  if (!def.infer) return;
+  std::vector<Tensor> inputs;
+  inputs.reserve(c.inputs.size());
+  for (int32_t t : c.inputs) {
+    if (t < 0) {
+      inputs.emplace_back();
+      continue;
+    }
+    const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+    inputs.push_back(Tensor::symbolic(td.shape, td.dtype));
+  }
+  std::vector<TensorMeta> metas;
+  try {
+    metas = def.infer(InferContext{def, inputs, attrs});
+  } catch (const Error& e) {
+    corrupt("{}: the inputs do not fit the op: {}", where, e.what());
+  }
+  if (metas.size() != c.outputs.size())
+    corrupt("{}: {} outputs, but the op infers {} from its inputs", where, c.outputs.size(),
+            metas.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const TensorDesc& td = p.tensors[static_cast<size_t>(c.outputs[i])];
+    if (td.dtype != metas[i].dtype || td.shape != metas[i].shape)
+      corrupt("{}: output {} {} is {} {}, but the op infers {} {} from its inputs", where, i,
+              tensor_label(p, c.outputs[i]), dtype_name(td.dtype), dims_str(td.shape),
+              dtype_name(metas[i].dtype), dims_str(metas[i].shape));
+    // Kernels write their outputs as contiguous buffers.
+    if (td.role == TensorRole::Alias && td.strides != contiguous_strides(td.shape))
+      corrupt("{}: output {} {} is a view with strides {}; the op writes contiguous {}", where, i,
+              tensor_label(p, c.outputs[i]), dims_str(td.strides),
+              dims_str(contiguous_strides(td.shape)));
+  }
+}
+
 void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& marks, int64_t stamp,
                    const std::string& where) {
   const OpDef* def = OpRegistry::global().find(c.op);
@@ -88,11 +128,13 @@ void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& mar
   check_op_tensors(p, *def, c, marks, stamp, where);
   for (const auto& [name, v] : c.attrs.items())
     check_attr_value(v, fmt::format("{} attribute '{}'", where, name));
+  Attrs resolved;
   try {
-    def->resolve(c.attrs);
+    resolved = def->resolve(c.attrs);
   } catch (const Error& e) {
     corrupt("{}: {}", where, e.what());
   }
+  check_op_types(p, *def, c, resolved, where);
   for (const ArginBinding& b : c.bindings) check_binding(p, *def, b, where);
 }
 
@@ -170,17 +212,64 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
                   "tensors");
   }
-  std::unordered_map<int32_t, size_t> calls;
   for (size_t c = 0; c < p.schedule.size(); ++c) {
     const CallDesc& cd = p.schedule[c];
     std::string label = fmt::format("schedule call {} (id {})", c, cd.id);
-    auto [it, fresh] = calls.emplace(cd.id, c);
-    if (!fresh) corrupt("{}: call id {} already used by call {}", label, cd.id, it->second);
+    // The runtime selects calls by id ranges and indexes the schedule with
+    // them, so an id is the call's position, not just a unique name.
+    if (cd.id < 0 || static_cast<size_t>(cd.id) != c)
+      corrupt("{}: call id {} is not its position {} (call ids are 0..{} in order)", label, cd.id,
+              c, p.schedule.size() - 1);
     check_index(cd.section, p.sections.size(), false, label, "section", "sections");
   }
 }
 
+namespace {
+
+// A graph split into micro-batches: the runtime divides batch_size by
+// micro_batch_size and allocates each batch-major tensor once per
+// micro-batch, so the split must be exact and every buffer size must fit.
+// All batch buffers together stay below 2^62 bytes, far beyond any device.
+constexpr uint64_t kMaxBatchBuffers = uint64_t{1} << 62;
+
+bool splits_batch(const GraphDesc& gd) {
+  return gd.micro_batch_size > 0 && gd.micro_batch_size < gd.batch_size;
+}
+
+void check_micro_batches(const ProgramDesc& p, const GraphDesc& gd, const std::string& label,
+                         uint64_t& total) {
+  if (!splits_batch(gd)) return;
+  if (gd.batch_size % gd.micro_batch_size != 0)
+    corrupt("{}: micro_batch_size {} does not divide batch_size {}", label, gd.micro_batch_size,
+            gd.batch_size);
+  const uint64_t n = static_cast<uint64_t>(gd.batch_size / gd.micro_batch_size);
+  auto check_buffer = [&](int32_t t) {
+    if (t < 0) return;
+    const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(td.nbytes, n, &bytes) || bytes > kMaxBatchBuffers ||
+        total + bytes + 64 > kMaxBatchBuffers)
+      corrupt("{}: {} of {} bytes held for {} micro-batches overflows a buffer size", label,
+              tensor_label(p, t), td.nbytes, n);
+    total += bytes + 64;  // the runtime rounds each buffer up to 64 bytes
+  };
+  for (int32_t t : gd.inputs) check_buffer(t);
+  for (int32_t t : gd.outputs) check_buffer(t);
+  for (int32_t t : gd.output_grads) check_buffer(t);
+}
+
+}  // namespace
+
 void verify_graphs(const ProgramDesc& p) {
+  for (size_t s = 0; s < p.sections.size(); ++s) {
+    const SectionDesc& sd = p.sections[s];
+    const GraphDesc& gd = p.graphs[static_cast<size_t>(sd.graph)];
+    if (sd.micro_batched && !splits_batch(gd))
+      corrupt("section {} '{}': micro-batched, but graph {} '{}' has micro_batch_size {} and "
+              "batch_size {} (needs 0 < micro_batch_size < batch_size)",
+              s, sd.name, sd.graph, gd.name, gd.micro_batch_size, gd.batch_size);
+  }
+  uint64_t batch_buffers = 0;
   std::unordered_map<std::string_view, size_t> names;
   for (size_t g = 0; g < p.graphs.size(); ++g) {
     const GraphDesc& gd = p.graphs[g];
@@ -220,6 +309,7 @@ void verify_graphs(const ProgramDesc& p) {
     if (gd.batch_size > 0 && gd.micro_batch_size > gd.batch_size)
       corrupt("{}: micro_batch_size {} exceeds batch_size {}", label, gd.micro_batch_size,
               gd.batch_size);
+    check_micro_batches(p, gd, label, batch_buffers);
     if (static_cast<int>(gd.mapping) >= kNumMappings)
       corrupt("{}: mapping code {} is not a mapping (0..{})", label, static_cast<int>(gd.mapping),
               kNumMappings - 1);

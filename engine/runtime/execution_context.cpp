@@ -84,7 +84,15 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
     }
     if (s.rng_offset_attr >= 0) a.attrs.value_at(static_cast<size_t>(s.rng_offset_attr)) = values.rng_step;
     KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs};
-    s.op->kernel(kc);
+    try {
+      s.op->kernel(kc);
+    } catch (const Error& e) {
+      // The op's message alone does not say which of the program's kernels
+      // failed; the user needs that to report or fix the PEF.
+      throw Error(e.code(), fmt::format("kernel {} '{}' op {} '{}': {}", kernel,
+                                        program_->desc().kernels[static_cast<size_t>(kernel)].name,
+                                        i, s.op->name, e.what()));
+    }
   }
 }
 

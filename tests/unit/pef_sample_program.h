@@ -325,7 +325,7 @@ inline ProgramDesc resffn_program() {
   b.call(1, s_fwd);
   b.call(2, s_bwd);
   b.call(3, s_opt);
-  b.call(100, s_pred);
+  b.call(4, s_pred);  // call ids are schedule positions
 
   GraphDesc& train = b.graph("train");
   train.inputs = {x, y};
@@ -399,7 +399,7 @@ inline ProgramDesc large_program(int tensors, int kernels, size_t blob_bytes) {
   int32_t y = b.tensor("y", R::Output, DType::Float32, {kRows, kWidth});
   ks.push_back(b.kernel("copy_out", Fusion::Elementwise,
                         {ProgramBuilder::op("add", {prev, prev}, {y}, {{"alpha", 0.0}})}));
-  int32_t s = b.section(0, "fwd", SectionType::FWD, 0, ks, true);
+  int32_t s = b.section(0, "fwd", SectionType::FWD, 0, ks);
   b.call(0, s);
   GraphDesc& g = b.graph("large");
   g.inputs = {x};

@@ -357,7 +357,7 @@ TEST(PefLog, ListsEverythingOneLineEach) {
   EXPECT_TRUE(has_line(log, "      linear(x, gemm1.weight, gemm1.bias) -> h1  activation='none'"));
   EXPECT_TRUE(has_line(log, "      zeros() -> gemm1.bias.grad  shape=[32] dtype=float32"));
   EXPECT_NE(log.find("[alpha <- argin 'sgd.lr']"), std::string::npos);
-  EXPECT_TRUE(has_line(log, "call 100 -> section 4 'predict_fwd' (FWD, id 10)"));
+  EXPECT_TRUE(has_line(log, "call 4 -> section 4 'predict_fwd' (FWD, id 10)"));
   EXPECT_TRUE(has_line(log, "argin 3 'dropout_0.seed' dropout_seed default 1234"));
   // Tensor rows: gemm1.weight is the first tensor of the DDR state area.
   EXPECT_NE(log.find(" 2  gemm1.weight "), std::string::npos);

@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <functional>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/pef/blob_codec.h"
@@ -215,7 +216,7 @@ std::vector<Mutation> mutations() {
       {"duplicate section id", [](ProgramDesc& p) { p.sections[1].id = 0; },
        "id 0 already used by section 0"},
       {"duplicate call id", [](ProgramDesc& p) { p.schedule[1].id = 0; },
-       "call id 0 already used by call 0"},
+       "call id 0 is not its position 1"},
       {"duplicate graph name", [](ProgramDesc& p) { p.graphs[1].name = "train"; },
        "graph 1 'train': name already used by graph 0"},
       {"duplicate metadata key", [](ProgramDesc& p) { p.metadata.emplace_back("model", "again"); },
@@ -274,7 +275,56 @@ std::vector<Mutation> mutations() {
        [](ProgramDesc& p) { p.graphs[0].parameters.push_back(find_tensor(p, "scale")); },
        "a constant, not a parameter"},
       {"micro batch above batch", [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 64; },
-       "micro_batch_size 64 exceeds batch_size 8"},
+       "micro-batched, but graph 0 'train' has micro_batch_size 64 and batch_size 8"},
+      // Each op's own inference against the tensors the PEF gives it.
+      {"gemm output slot smaller than inferred",
+       [](ProgramDesc& p) {
+         TensorDesc& h1 = tensor(p, "h1");
+         h1.shape = {8, 16};
+         h1.nbytes = 8 * 16 * 4;
+       },
+       "kernel 0 'gemm1_tanh' op 0 'linear': output 0 tensor 14 'h1' is float32 [8, 16], but the "
+       "op infers float32 [8, 32]"},
+      {"swapped gemm operands",
+       [](ProgramDesc& p) { std::swap(kernel(p, "gemm1_tanh").ops[0].inputs[0],
+                                      kernel(p, "gemm1_tanh").ops[0].inputs[1]); },
+       "kernel 0 'gemm1_tanh' op 0 'linear': "},
+      {"output dtype changed", [](ProgramDesc& p) { tensor(p, "t1").dtype = DType::Int32; },
+       "kernel 0 'gemm1_tanh' op 1 'tanh': output 0 tensor 15 't1' is int32 [8, 32], but the op "
+       "infers float32 [8, 32]"},
+      {"elementwise output of lower rank",
+       [](ProgramDesc& p) { tensor(p, "t1").shape = {8 * 32}; },
+       "op 1 'tanh': output 0 tensor 15 't1' is float32 [256], but the op infers float32 [8, 32]"},
+      {"strided view as an op output",
+       [](ProgramDesc& p) {
+         KernelDesc& k = kernel(p, "zero_grads");
+         k.ops[2].attrs.set("shape", std::vector<int64_t>{4, 8});
+         k.ops[2].outputs = {find_tensor(p, "logits.t")};
+         k.writes.push_back(find_tensor(p, "logits.t"));
+       },
+       "is a view with strides [1, 4]; the op writes contiguous [8, 1]"},
+      // Micro-batch fields the runtime divides by and multiplies with.
+      {"micro-batched section without micro batch",
+       [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 0; },
+       "micro-batched, but graph 0 'train' has micro_batch_size 0 and batch_size 8"},
+      {"micro batch not dividing batch", [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 3; },
+       "micro_batch_size 3 does not divide batch_size 8"},
+      {"batch buffer size wrapping",
+       [](ProgramDesc& p) {
+         p.graphs[0].batch_size = int64_t{1} << 61;
+         p.graphs[0].micro_batch_size = 2;
+       },
+       "micro-batches overflows a buffer size"},
+      // Call ids index the schedule: each is its position.
+      {"call id 2^30", [](ProgramDesc& p) { p.schedule[1].id = 1 << 30; },
+       "schedule call 1 (id 1073741824): call id 1073741824 is not its position 1"},
+      {"call id INT_MIN",
+       [](ProgramDesc& p) { p.schedule[1].id = std::numeric_limits<int32_t>::min(); },
+       "call id -2147483648 is not its position 1"},
+      {"call id 1000", [](ProgramDesc& p) { p.schedule[0].id = 1000; },
+       "call id 1000 is not its position 0"},
+      {"call id -1", [](ProgramDesc& p) { p.schedule[0].id = -1; },
+       "call id -1 is not its position 0"},
       {"empty materializer kind", [](ProgramDesc& p) { p.materializers[1].kind.clear(); },
        "materializer 1: kind is empty"},
       {"materializer parameter without value",

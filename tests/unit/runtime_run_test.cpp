@@ -3,6 +3,8 @@
 // grad_of_outputs pattern (the loss computed on the host).
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "compile_test_util.h"
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
@@ -138,6 +140,22 @@ TEST(RuntimeRun, SectionIdsCallRangesAndTheirErrors) {
   backwards.from_call = 2;
   backwards.until_call = 1;
   EXPECT_THROW(rt->run(backwards), Error);
+}
+
+TEST(RuntimeRun, AKernelErrorNamesTheKernelAndItsOp) {
+  Net n;
+  ThreadPool pool(1);
+  auto rt = load({with_loss(n, 0.1)}, pool);
+  RunRequest r = step_request();
+  r.inputs[1] = named(testing::make({0, 2, 7, 1, 0}, {5}, DType::Int64), "y");  // 3 classes
+  try {
+    rt->run(r);
+    FAIL() << "a class index of 7 for 3 classes ran";
+  } catch (const Error& e) {
+    const std::regex named_kernel("^kernel [0-9]+ '.+' op [0-9]+ 'cross_entropy': .+");
+    EXPECT_TRUE(std::regex_search(e.what(), named_kernel))
+        << e.what();
+  }
 }
 
 TEST(RuntimeRun, EvaluationModeTurnsDropoutOffForTheRunOnly) {
