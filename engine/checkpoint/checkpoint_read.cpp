@@ -17,6 +17,7 @@
 #include "engine/checkpoint/checkpoint_format.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/io/file_io.h"
 #include "engine/io/frame_codec.h"
 
 namespace samba {
@@ -46,21 +47,12 @@ Tensor staging_tensor(const Dims& shape, DType dtype) {
 class CheckpointFile {
  public:
   explicit CheckpointFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      const int err = errno;
-      fail(Status::IoError, "cannot open checkpoint '{}': {}",
-           path, std::strerror(err));
-    }
+    fd_ = open_regular_file_for_read(path, "checkpoint");
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
       const int err = errno;
       ::close(fd_);
       fail(Status::IoError, "cannot read checkpoint '{}': {}", path, std::strerror(err));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd_);
-      fail(Status::IoError, "cannot read checkpoint '{}': it is a directory", path);
     }
     size_ = static_cast<uint64_t>(st.st_size);
     try {

@@ -18,7 +18,8 @@ extern "C" {
  * plan, weights from the PEF (when it embeds them), everything else zero.
  * Replaces a program loaded before. Records SAMBA_SET_PEF and
  * SAMBA_INIT_RUNTIME in the Samba profile. For pure inference no model
- * callback is needed. Errors: NULL_POINTER, IO (unreadable file),
+ * callback is needed. Errors: NULL_POINTER, IO (unreadable file, or not a
+ * regular file: FIFOs, devices and directories are refused without reading),
  * CORRUPT_FILE (a damaged or inconsistent PEF; the message names the field),
  * VERSION_MISMATCH (a newer PEF format), OUT_OF_MEMORY. On failure the
  * session keeps the program it had. */
@@ -293,7 +294,9 @@ SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, con
  * file is verified, and every name, dtype and shape checked, before any
  * tensor changes. With `strict`, every tensor of the file must exist in the
  * PEF and every tensor of the kinds in `what` must be in the file. Errors:
- * NULL_POINTER, INVALID_STATE, IO, CORRUPT_FILE (damaged or truncated),
+ * NULL_POINTER, INVALID_STATE, IO (unreadable, or not a regular file: FIFOs,
+ * devices and directories are refused without reading), CORRUPT_FILE
+ * (damaged or truncated),
  * VERSION_MISMATCH, NOT_FOUND / SHAPE_MISMATCH / DTYPE_MISMATCH (a tensor
  * does not match). On failure no tensor changes. */
 SAMBA_API samba_status samba_session_load_checkpoint(samba_session* session, const char* path,

@@ -14,6 +14,7 @@
 
 #include "engine/checkpoint/checkpoint_format.h"
 #include "engine/core/error.h"
+#include "fifo_guard.h"
 
 using namespace samba;
 namespace fs = std::filesystem;
@@ -247,6 +248,21 @@ TEST(Checkpoint, LoadFillsTargetsAndReports) {
   for (size_t i = 0; i < targets.size(); ++i)
     EXPECT_EQ(logical_bytes(targets[i].tensor), logical_bytes(f.entries[i].tensor))
         << targets[i].name;
+}
+
+TEST(Checkpoint, FifosAndDirectoriesAreRefusedWithoutBlocking) {
+  auto dir = temp_dir("fifo");
+  Fixture f;
+  const std::string fifo = (dir / "a.ckpt").string();
+  const std::string message = testing_support::refused_fifo_message(fifo, [&](const std::string& p) {
+    auto targets = f.targets();
+    load_checkpoint(p, targets);
+  });
+  EXPECT_NE(message.find(fifo), std::string::npos) << message;
+  EXPECT_NE(message.find("a FIFO"), std::string::npos) << message;
+  auto targets = f.targets();
+  Error e = expect_error([&] { load_checkpoint(dir.string(), targets); }, "directory");
+  EXPECT_NE(std::string(e.what()).find("a directory"), std::string::npos) << e.what();
 }
 
 TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
