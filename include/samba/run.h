@@ -286,7 +286,12 @@ SAMBA_API samba_status samba_session_to_rdu(samba_session* session, samba_transf
 
 /* Saves the device values of the loaded PEF's tensors of the kinds in
  * `what` (SAMBA_TRANSFER_*) to `path`: zstd-compressed and checksummed,
- * written atomically (a temporary file, fsync, rename). Errors:
+ * written atomically (a temporary file beside `path`, fsync of that file,
+ * rename over `path`, fsync of the directory): once this returns OK the new
+ * checkpoint survives a crash or power loss, and a crash during the save
+ * leaves the previous file intact. Temporary files that killed saves to the
+ * same path left behind (".<name>.tmp.<pid>.<n>", pid no longer running) are
+ * removed by the next save. Errors:
  * NULL_POINTER, INVALID_STATE, IO. */
 SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, const char* path,
                                                      samba_transfer_kinds what);

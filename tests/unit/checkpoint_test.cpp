@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -263,6 +264,23 @@ TEST(Checkpoint, FifosAndDirectoriesAreRefusedWithoutBlocking) {
   auto targets = f.targets();
   Error e = expect_error([&] { load_checkpoint(dir.string(), targets); }, "directory");
   EXPECT_NE(std::string(e.what()).find("a directory"), std::string::npos) << e.what();
+}
+
+TEST(Checkpoint, SaveRemovesTempFilesOfKilledSaves) {
+  auto dir = temp_dir("orphans");
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const fs::path orphan = dir / fmt::format(".a.ckpt.tmp.{}.0", dead);
+  const fs::path in_flight = dir / fmt::format(".a.ckpt.tmp.{}.999999", ::getpid());
+  const fs::path other_target = dir / fmt::format(".b.ckpt.tmp.{}.0", dead);
+  for (const auto& p : {orphan, in_flight, other_target}) write_bytes(p, std::vector<uint8_t>(64, 1));
+  Fixture f;
+  save_checkpoint((dir / "a.ckpt").string(), f.entries, f.metadata, f.options);
+  EXPECT_FALSE(fs::exists(orphan)) << "the temp file of a killed save survived the next save";
+  EXPECT_TRUE(fs::exists(in_flight)) << "a live process's save in flight was removed";
+  EXPECT_TRUE(fs::exists(other_target)) << "a save removed another file's temp file";
 }
 
 TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
