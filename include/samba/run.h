@@ -296,7 +296,8 @@ SAMBA_API samba_status samba_session_to_rdu(samba_session* session, samba_transf
 SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, const char* path,
                                                      samba_transfer_kinds what);
 /* Loads a checkpoint into the device tensors of the same names: the whole
- * file is verified, and every name, dtype and shape checked, before any
+ * file is verified (header, table, and the checksum of every frame, those of
+ * entries of kinds not in `what` included), and every name, dtype and shape checked, before any
  * tensor changes. With `strict`, every tensor of the file must exist in the
  * PEF and every tensor of the kinds in `what` must be in the file. Errors:
  * NULL_POINTER, INVALID_STATE, IO (unreadable, or not a regular file: FIFOs,

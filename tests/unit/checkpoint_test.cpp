@@ -283,6 +283,32 @@ TEST(Checkpoint, SaveRemovesTempFilesOfKilledSaves) {
   EXPECT_TRUE(fs::exists(other_target)) << "a save removed another file's temp file";
 }
 
+TEST(Checkpoint, CorruptFramesOfKindsNotLoadedAreRefused) {
+  auto dir = temp_dir("other_kinds");
+  Fixture f;
+  CheckpointKind loaded = f.entries.back().kind;
+  for (const CheckpointEntry& e : f.entries)
+    if (e.kind != f.entries.back().kind) loaded = e.kind;
+  ASSERT_NE(loaded, f.entries.back().kind);
+  const std::string path = (dir / "a.ckpt").string();
+  save_checkpoint(path, f.entries, f.metadata, f.options);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  bytes.back() ^= 0x40;  // in the last entry's last frame
+  write_bytes(path, bytes);
+  std::vector<CheckpointTarget> params;
+  for (const CheckpointEntry& e : f.entries)
+    if (e.kind == loaded)
+      params.push_back({e.name, filled(e.tensor.shape(), e.tensor.dtype(), 0x5A)});
+  Error e = expect_error(
+      [&] {
+        load_checkpoint(path, params, {.strict = false, .kinds = kind_bit(loaded)});
+      },
+      "a corrupt frame of a kind not loaded");
+  EXPECT_EQ(e.code(), Status::CorruptFile);
+  EXPECT_NE(std::string(e.what()).find(f.entries.back().name), std::string::npos) << e.what();
+  expect_unchanged(params, 0x5A, "corrupt frame of another kind");
+}
+
 TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {
   auto dir = temp_dir("kinds");
   Fixture f;
