@@ -24,7 +24,10 @@ void put(samba_perf_report* r, size_t offset, T value) {
 }
 
 int64_t batch_of(const runtime::Runtime& rt, int32_t graph) {
-  const auto& g = rt.program().desc().graphs.at(static_cast<size_t>(graph));
+  const auto& graphs = rt.program().desc().graphs;
+  SAMBA_CHECK(graph >= 0 && static_cast<size_t>(graph) < graphs.size(), Status::InvalidState,
+              "measure_performance: the PEF has {} graphs, none to measure", graphs.size());
+  const auto& g = graphs[static_cast<size_t>(graph)];
   if (g.batch_size > 0) return g.batch_size;
   const auto& d = rt.program().desc();
   for (int32_t t : g.inputs)

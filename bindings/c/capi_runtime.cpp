@@ -248,7 +248,7 @@ samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, v
       for (size_t i = 0; i < n_inputs; ++i) hosts.push_back(tensor_arg(inputs[i], "inputs[i]"));
     }
     const std::vector<Tensor> outs = traced_outputs(p, g);
-    SAMBA_CHECK(outs.size() <= capacity || capacity == 0, Status::OutOfRange,
+    SAMBA_CHECK(outs.size() <= capacity, Status::OutOfRange,
                 "trace_graph: the model has {} outputs but `outputs` holds {}", outs.size(), capacity);
     std::vector<std::pair<std::string, Tensor>> custom = o.custom_grads;
     std::vector<std::string> zeroed = o.unspecified_grads;

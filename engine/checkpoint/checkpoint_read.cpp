@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "engine/checkpoint/checkpoint_format.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/io/file_io.h"
 #include "engine/io/frame_codec.h"
 
 namespace samba {
@@ -46,21 +48,12 @@ Tensor staging_tensor(const Dims& shape, DType dtype) {
 class CheckpointFile {
  public:
   explicit CheckpointFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) {
-      const int err = errno;
-      fail(Status::IoError, "cannot open checkpoint '{}': {}",
-           path, std::strerror(err));
-    }
+    fd_ = open_regular_file_for_read(path, "checkpoint");
     struct stat st;
     if (::fstat(fd_, &st) != 0) {
       const int err = errno;
       ::close(fd_);
       fail(Status::IoError, "cannot read checkpoint '{}': {}", path, std::strerror(err));
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd_);
-      fail(Status::IoError, "cannot read checkpoint '{}': it is a directory", path);
     }
     size_ = static_cast<uint64_t>(st.st_size);
     try {
@@ -89,6 +82,10 @@ class CheckpointFile {
   // New contiguous host tensors holding entries `which`, every frame
   // decompressed and verified.
   std::vector<Tensor> read_tensors(std::span<const size_t> which) const;
+  // Checks the stored checksum of every frame of the entries not in `read`
+  // (sorted), without decompressing them, so that the whole file is
+  // verified even when only some kinds are loaded.
+  void verify_other_frames(std::span<const size_t> read) const;
 
  private:
   void read_at(uint64_t offset, void* dst, size_t n) const {
@@ -234,6 +231,27 @@ std::vector<Tensor> CheckpointFile::read_tensors(std::span<const size_t> which) 
   return out;
 }
 
+void CheckpointFile::verify_other_frames(std::span<const size_t> read) const {
+  const Table& t = table_;
+  const uint64_t data_start = kHeaderBytes + t.header.table_bytes;
+  std::vector<uint8_t> stored;
+  for (size_t e = 0; e < t.entries.size(); ++e) {
+    if (std::binary_search(read.begin(), read.end(), e)) continue;
+    const EntryRecord& r = t.entries[e];
+    uint64_t file_offset = data_start + r.data_offset;
+    for (uint64_t f = 0; f < r.frames.size(); ++f) {
+      stored.resize(r.frames[f].stored_bytes);
+      read_at(file_offset, stored.data(), stored.size());
+      const uint64_t computed = xxh64(stored);
+      SAMBA_CHECK(computed == r.frames[f].stored_checksum, Status::CorruptFile,
+                  "checkpoint '{}': tensor '{}' (not being loaded), frame {} of {}: its stored bytes "
+                  "fail their checksum (stored {:016x}, computed {:016x})",
+                  path_, r.name, f, r.frames.size(), r.frames[f].stored_checksum, computed);
+      file_offset += stored.size();
+    }
+  }
+}
+
 Checkpoint to_checkpoint(const Table& t, std::vector<Tensor> tensors) {
   Checkpoint c;
   c.format_major = t.header.format_major;
@@ -346,6 +364,9 @@ LoadReport load_checkpoint(const std::string& path, std::span<const CheckpointTa
 
   // Nothing has changed yet; every check that can fail is behind us once
   // the tensors are read.
+  std::vector<size_t> read = entries;
+  std::sort(read.begin(), read.end());
+  file.verify_other_frames(read);
   std::vector<Tensor> values = file.read_tensors(entries);
   for (size_t i = 0; i < values.size(); ++i) dests[i]->copy_from(values[i]);
   return report;

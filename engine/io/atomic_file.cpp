@@ -1,10 +1,13 @@
 #include "engine/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
+#include <filesystem>
 #include <cerrno>
 #include <cstring>
 
@@ -43,6 +46,27 @@ void sync_directory(const std::string& dir, const std::string& target) {
          errno_text(err));
 }
 
+// Removes the temporary files that saves to `path` by processes no longer
+// running left behind (a killed save never reaches its unlink). Files of live
+// processes, this one included, may be saves in flight and are kept.
+void remove_orphaned_temp_files(const std::string& dir, const std::string& base) {
+  const std::string prefix = "." + base + ".tmp.";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos) continue;
+    pid_t pid = 0;
+    const auto [end, parsed] = std::from_chars(rest.data(), rest.data() + dot, pid);
+    if (parsed != std::errc() || end != rest.data() + dot || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;  // another save may remove it first
+    std::filesystem::remove(entry.path(), ignored);
+  }
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
@@ -51,6 +75,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     fail(Status::IoError, "cannot write '{}': it is a directory", path_);
 
+  remove_orphaned_temp_files(directory_of(path_), base_of(path_));
   static std::atomic<uint64_t> counter{0};
   const std::string prefix =
       directory_of(path_) + "/." + base_of(path_) + ".tmp." + std::to_string(::getpid());

@@ -22,6 +22,7 @@ class FileDescriptor {
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
   int get() const { return fd_; }
+  void release() { fd_ = -1; }
 
  private:
   int fd_;
@@ -29,15 +30,40 @@ class FileDescriptor {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
+int open_regular_file_for_read(const std::string& path, const char* what) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0)
+    fail(Status::IoError, "cannot open {} '{}': {}", what, path, errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    fail(Status::IoError, "cannot stat {} '{}': {}", what, path, errno_text(errno));
+  SAMBA_CHECK(S_ISREG(st.st_mode), Status::IoError,
+              "cannot read {} '{}': it is {}, expected a regular file", what, path,
+              file_kind(st.st_mode));
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+    fail(Status::IoError, "cannot read {} '{}': {}", what, path, errno_text(errno));
+  const int owned = fd.get();
+  fd.release();
+  return owned;
+}
+
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(Status::IoError, "cannot open '{}': {}", path, errno_text(errno));
+  FileDescriptor fd(open_regular_file_for_read(path, "file"));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
     fail(Status::IoError, "cannot stat '{}': {}", path, errno_text(errno));
-  SAMBA_CHECK(S_ISREG(st.st_mode), Status::IoError, "cannot read '{}': not a regular file", path);
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < bytes.size()) {

@@ -233,8 +233,12 @@ std::vector<int32_t> Runtime::select_named_calls(const RunRequest& r) const {
       bool any = false;
       for (const auto& c : d.schedule)
         if (d.sections[static_cast<size_t>(c.section)].id == id && in_graph(c.section)) calls.push_back(c.id), any = true;
-      SAMBA_CHECK(any, Status::NotFound, "run: the PEF '{}' has no section with id {} (ids 0..{})", d.name, id,
-                  d.sections.size() - 1);
+      if (!any) {
+        std::vector<int32_t> ids;
+        for (const auto& sd : d.sections) ids.push_back(sd.id);
+        fail(Status::NotFound, "run: the PEF '{}' has no section with id {} (its section ids: [{}])", d.name, id,
+             fmt::join(ids, ", "));
+      }
     }
     return calls;
   }
@@ -457,7 +461,9 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   SAMBA_CHECK(r.grad_of_outputs.empty() || graphs_run.size() <= 1, Status::InvalidArgument,
               "run: grad_of_outputs needs the sections of a single graph");
   const int32_t gi = graphs_run.empty() ? 0 : graphs_run[0];
-  const auto& gd = d.graphs.at(static_cast<size_t>(gi));
+  SAMBA_CHECK(static_cast<size_t>(gi) < d.graphs.size(), Status::InvalidState,
+              "run: the PEF '{}' has {} graphs, none to run", d.name, d.graphs.size());
+  const auto& gd = d.graphs[static_cast<size_t>(gi)];
   SAMBA_CHECK(r.grad_of_outputs.size() <= gd.outputs.size(), Status::InvalidArgument,
               "run: {} gradients given for the {} outputs of graph '{}'", r.grad_of_outputs.size(), gd.outputs.size(),
               gd.name);

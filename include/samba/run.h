@@ -18,7 +18,8 @@ extern "C" {
  * plan, weights from the PEF (when it embeds them), everything else zero.
  * Replaces a program loaded before. Records SAMBA_SET_PEF and
  * SAMBA_INIT_RUNTIME in the Samba profile. For pure inference no model
- * callback is needed. Errors: NULL_POINTER, IO (unreadable file),
+ * callback is needed. Errors: NULL_POINTER, IO (unreadable file, or not a
+ * regular file: FIFOs, devices and directories are refused without reading),
  * CORRUPT_FILE (a damaged or inconsistent PEF; the message names the field),
  * VERSION_MISMATCH (a newer PEF format), OUT_OF_MEMORY. On failure the
  * session keeps the program it had. */
@@ -290,15 +291,23 @@ SAMBA_API samba_status samba_session_to_rdu(samba_session* session, samba_transf
 
 /* Saves the device values of the loaded PEF's tensors of the kinds in
  * `what` (SAMBA_TRANSFER_*) to `path`: zstd-compressed and checksummed,
- * written atomically (a temporary file, fsync, rename). Errors:
+ * written atomically (a temporary file beside `path`, fsync of that file,
+ * rename over `path`, fsync of the directory): once this returns OK the new
+ * checkpoint survives a crash or power loss, and a crash during the save
+ * leaves the previous file intact. Temporary files that killed saves to the
+ * same path left behind (".<name>.tmp.<pid>.<n>", pid no longer running) are
+ * removed by the next save. Errors:
  * NULL_POINTER, INVALID_STATE, IO. */
 SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, const char* path,
                                                      samba_transfer_kinds what);
 /* Loads a checkpoint into the device tensors of the same names: the whole
- * file is verified, and every name, dtype and shape checked, before any
+ * file is verified (header, table, and the checksum of every frame, those of
+ * entries of kinds not in `what` included), and every name, dtype and shape checked, before any
  * tensor changes. With `strict`, every tensor of the file must exist in the
  * PEF and every tensor of the kinds in `what` must be in the file. Errors:
- * NULL_POINTER, INVALID_STATE, IO, CORRUPT_FILE (damaged or truncated),
+ * NULL_POINTER, INVALID_STATE, IO (unreadable, or not a regular file: FIFOs,
+ * devices and directories are refused without reading), CORRUPT_FILE
+ * (damaged or truncated),
  * VERSION_MISMATCH, NOT_FOUND / SHAPE_MISMATCH / DTYPE_MISMATCH (a tensor
  * does not match). On failure no tensor changes. */
 SAMBA_API samba_status samba_session_load_checkpoint(samba_session* session, const char* path,

@@ -162,6 +162,11 @@ int main(void) {
   net.wrong_shape = 0;
   CHECK_FAILS(samba_session_trace_graph(s, model, &net, &x, 1, NULL, 0, "capi_bad.pef", to, NULL, 1, &n),
               SAMBA_ERR_NULL_POINTER, "outputs");
+  /* No room for the model's output: refused as the header says, and *n_outputs stays 0. */
+  n = 7;
+  CHECK_FAILS(samba_session_trace_graph(s, model, &net, &x, 1, NULL, 0, "capi_bad.pef", to, NULL, 0, &n),
+              SAMBA_ERR_OUT_OF_RANGE, "`outputs` holds 0");
+  CHECK(n == 0);
   CHECK_OK(samba_session_load_pef(s, "capi_bad.pef"));
   CHECK_FAILS(samba_session_name_count(s, 99, &n), SAMBA_ERR_INVALID_ARGUMENT, "kind 99");
   CHECK_FAILS(samba_session_name_at(s, SAMBA_NAMES_WEIGHTS, 5, &name), SAMBA_ERR_OUT_OF_RANGE, "out of range");

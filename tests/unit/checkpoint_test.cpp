@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -14,6 +15,7 @@
 
 #include "engine/checkpoint/checkpoint_format.h"
 #include "engine/core/error.h"
+#include "fifo_guard.h"
 
 using namespace samba;
 namespace fs = std::filesystem;
@@ -247,6 +249,64 @@ TEST(Checkpoint, LoadFillsTargetsAndReports) {
   for (size_t i = 0; i < targets.size(); ++i)
     EXPECT_EQ(logical_bytes(targets[i].tensor), logical_bytes(f.entries[i].tensor))
         << targets[i].name;
+}
+
+TEST(Checkpoint, FifosAndDirectoriesAreRefusedWithoutBlocking) {
+  auto dir = temp_dir("fifo");
+  Fixture f;
+  const std::string fifo = (dir / "a.ckpt").string();
+  const std::string message = testing_support::refused_fifo_message(fifo, [&](const std::string& p) {
+    auto targets = f.targets();
+    load_checkpoint(p, targets);
+  });
+  EXPECT_NE(message.find(fifo), std::string::npos) << message;
+  EXPECT_NE(message.find("a FIFO"), std::string::npos) << message;
+  auto targets = f.targets();
+  Error e = expect_error([&] { load_checkpoint(dir.string(), targets); }, "directory");
+  EXPECT_NE(std::string(e.what()).find("a directory"), std::string::npos) << e.what();
+}
+
+TEST(Checkpoint, SaveRemovesTempFilesOfKilledSaves) {
+  auto dir = temp_dir("orphans");
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);
+  const fs::path orphan = dir / fmt::format(".a.ckpt.tmp.{}.0", dead);
+  const fs::path in_flight = dir / fmt::format(".a.ckpt.tmp.{}.999999", ::getpid());
+  const fs::path other_target = dir / fmt::format(".b.ckpt.tmp.{}.0", dead);
+  for (const auto& p : {orphan, in_flight, other_target}) write_bytes(p, std::vector<uint8_t>(64, 1));
+  Fixture f;
+  save_checkpoint((dir / "a.ckpt").string(), f.entries, f.metadata, f.options);
+  EXPECT_FALSE(fs::exists(orphan)) << "the temp file of a killed save survived the next save";
+  EXPECT_TRUE(fs::exists(in_flight)) << "a live process's save in flight was removed";
+  EXPECT_TRUE(fs::exists(other_target)) << "a save removed another file's temp file";
+}
+
+TEST(Checkpoint, CorruptFramesOfKindsNotLoadedAreRefused) {
+  auto dir = temp_dir("other_kinds");
+  Fixture f;
+  CheckpointKind loaded = f.entries.back().kind;
+  for (const CheckpointEntry& e : f.entries)
+    if (e.kind != f.entries.back().kind) loaded = e.kind;
+  ASSERT_NE(loaded, f.entries.back().kind);
+  const std::string path = (dir / "a.ckpt").string();
+  save_checkpoint(path, f.entries, f.metadata, f.options);
+  std::vector<uint8_t> bytes = read_bytes(path);
+  bytes.back() ^= 0x40;  // in the last entry's last frame
+  write_bytes(path, bytes);
+  std::vector<CheckpointTarget> params;
+  for (const CheckpointEntry& e : f.entries)
+    if (e.kind == loaded)
+      params.push_back({e.name, filled(e.tensor.shape(), e.tensor.dtype(), 0x5A)});
+  Error e = expect_error(
+      [&] {
+        load_checkpoint(path, params, {.strict = false, .kinds = kind_bit(loaded)});
+      },
+      "a corrupt frame of a kind not loaded");
+  EXPECT_EQ(e.code(), Status::CorruptFile);
+  EXPECT_NE(std::string(e.what()).find(f.entries.back().name), std::string::npos) << e.what();
+  expect_unchanged(params, 0x5A, "corrupt frame of another kind");
 }
 
 TEST(Checkpoint, KindsSelectWhatStrictLoadingNeeds) {

@@ -19,6 +19,7 @@
 #include "engine/pef/reader.h"
 #include "engine/pef/verify.h"
 #include "engine/pef/writer.h"
+#include "fifo_guard.h"
 #include "pef_sample_program.h"
 
 namespace samba::pef {
@@ -99,6 +100,21 @@ TEST(PefRoundTrip, SampleIsValidAndRealistic) {
   EXPECT_GE(bound, 4u);
   EXPECT_GE(p.blobs.size(), 4u);
   EXPECT_GE(p.materializers.size(), 3u);
+}
+
+TEST(PefFile, FifosAndDirectoriesAreRefusedWithoutBlocking) {
+  TempDir dir;
+  const std::string fifo = dir.file("model.pef");
+  const std::string message =
+      testing_support::refused_fifo_message(fifo, [](const std::string& p) { read_pef(p); });
+  EXPECT_NE(message.find(fifo), std::string::npos) << message;
+  EXPECT_NE(message.find("a FIFO"), std::string::npos) << message;
+  try {
+    read_pef(dir.path().string());
+    ADD_FAILURE() << "a directory was read as a PEF";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a directory"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PefRoundTrip, ParseGivesAnEqualProgram) {

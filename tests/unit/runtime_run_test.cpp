@@ -129,6 +129,16 @@ TEST(RuntimeRun, SectionIdsCallRangesAndTheirErrors) {
   ids.section_ids = {d.sections[2].id, d.sections[0].id};
   rt->run(ids, &info);
   EXPECT_EQ(info.calls, (std::vector<int32_t>{2, 0}));
+  RunRequest unknown;
+  unknown.section_ids = {999};
+  try {
+    rt->run(unknown);
+    ADD_FAILURE() << "an unknown section id ran";
+  } catch (const Error& e) {
+    const std::string ids = fmt::format("its section ids: [{}, {}, {}]", d.sections[0].id, d.sections[1].id,
+                                        d.sections[2].id);
+    EXPECT_NE(std::string(e.what()).find(ids), std::string::npos) << e.what();
+  }
   RunRequest both;
   both.section_ids = {0};
   both.section_types = {"FWD"};
