@@ -461,7 +461,6 @@ samba_status samba_session_run(samba_session* s, samba_tensor* const* inputs, si
   return SAMBA_GUARDED({
     require(s, "session");
     require(n_outputs, "n_outputs");
-    *n_outputs = 0;
     if (capacity) require(outputs, "outputs");
     static const samba_run_options kDefaults;
     const samba_run_options& o = opts ? *opts : kDefaults;
@@ -483,9 +482,11 @@ samba_status samba_session_run(samba_session* s, samba_tensor* const* inputs, si
     // How many outputs the run returns is known before it runs: a too-small
     // array is refused without running.
     const size_t expected = rt->output_tensors(r).size();
-    *n_outputs = expected;
-    SAMBA_CHECK(expected <= capacity, Status::OutOfRange,
-                "run: {} outputs but `outputs` holds {}; *n_outputs says how many are needed", expected, capacity);
+    if (expected > capacity) {
+      *n_outputs = expected;  // the one failure that sets it, as documented
+      fail(Status::OutOfRange, "run: {} outputs but `outputs` holds {}; *n_outputs says how many are needed",
+           expected, capacity);
+    }
     std::vector<std::string_view> types(r.section_types.begin(), r.section_types.end());
     Profiler& prof = s->impl.profiles().profiler();
     std::optional<ProfileScope> scope;
@@ -497,6 +498,7 @@ samba_status samba_session_run(samba_session* s, samba_tensor* const* inputs, si
       outs = rt->run(r);
     }
     for (size_t i = 0; i < outs.size(); ++i) outputs[i] = to_handle(outs[i]);
+    *n_outputs = outs.size();
   });
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <exception>
 #include <optional>
 
 #include "engine/checkpoint/checkpoint.h"
@@ -362,6 +363,18 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
   // A run with a forward pass is a new step (new dropout masks); a backward
   // without one reuses the masks of the last forward.
   values.rng_step = has_fwd ? step_.fetch_add(1) + 1 : step_.load();
+  // A run that fails gives its step back, unless another run has taken one
+  // since, so a failed call changes nothing: the next run draws the masks
+  // this one would have drawn.
+  struct StepClaim {
+    std::atomic<int64_t>& step;
+    int64_t taken;
+    bool claimed;
+    int uncaught = std::uncaught_exceptions();
+    ~StepClaim() {
+      if (claimed && std::uncaught_exceptions() > uncaught) step.compare_exchange_strong(taken, taken - 1);
+    }
+  } claim{step_, values.rng_step, has_fwd};
 
   // A spatial graph's whole schedule runs as one unit.
   if (!calls.empty()) {

@@ -156,7 +156,10 @@ SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* op
  * DTYPE_MISMATCH (an input), INVALID_ARGUMENT (an argin out of range;
  * both section types and ids), OUT_OF_RANGE (call range; capacity too small: *n_outputs says how
  * many are needed), UNSUPPORTED (data parallel). A run refused for its
- * arguments changes nothing: no argin, input or device value. */
+ * arguments changes nothing: no argin, input or device value, and
+ * *n_outputs only in the capacity case; a run that fails while running
+ * (a kernel's error) does not advance the dropout step, so the next run
+ * draws the masks it would have drawn. */
 SAMBA_API samba_status samba_session_run(samba_session* session, samba_tensor* const* inputs,
                                          size_t n_inputs, samba_tensor* const* output_tensors,
                                          size_t n_output_tensors, const samba_run_options* opts,

@@ -156,9 +156,12 @@ int main(void) {
   samba_tensor_release(outs[0]);
   outs[0] = NULL;
 
-  /* Bad run arguments are refused with messages. */
+  /* Bad run arguments are refused with messages, and a failed run leaves
+   * *n_outputs as it was (only a too-small capacity sets it). */
   CHECK_OK(samba_run_options_set_section_types(ro, &bogus, 1));
+  n = 77;
   CHECK_FAILS(samba_session_run(s, in, 2, NULL, 0, ro, outs, 4, &n), SAMBA_ERR_NOT_FOUND, "NOPE");
+  CHECK(n == 77);
   CHECK_OK(samba_run_options_set_section_types(ro, &fwd, 1));
   {
     const int32_t ids[1] = {0};
@@ -183,7 +186,9 @@ int main(void) {
     CHECK_OK(samba_tensor_set_name(bad, "image"));
     bad_in[0] = bad;
     bad_in[1] = y;
+    n = 77;
     CHECK_FAILS(samba_session_run(s, bad_in, 2, NULL, 0, ro, outs, 4, &n), SAMBA_ERR_SHAPE_MISMATCH, "image");
+    CHECK(n == 77);
     samba_tensor_release(bad);
   }
   CHECK_FAILS(samba_session_load_pef(s, "no_such_file.pef"), SAMBA_ERR_IO, "no_such_file.pef");

@@ -158,6 +158,7 @@ TEST(RuntimeRun, AKernelErrorNamesTheKernelAndItsOp) {
   auto rt = load({with_loss(n, 0.1)}, pool);
   RunRequest r = step_request();
   r.inputs[1] = named(testing::make({0, 2, 7, 1, 0}, {5}, DType::Int64), "y");  // 3 classes
+  const int64_t step = rt->step();
   try {
     rt->run(r);
     FAIL() << "a class index of 7 for 3 classes ran";
@@ -166,6 +167,10 @@ TEST(RuntimeRun, AKernelErrorNamesTheKernelAndItsOp) {
     EXPECT_TRUE(std::regex_search(e.what(), named_kernel))
         << e.what();
   }
+  // The failed run took no step: the next run draws the masks it would have.
+  EXPECT_EQ(rt->step(), step);
+  rt->run(step_request());
+  EXPECT_EQ(rt->step(), step + 1);
 }
 
 TEST(RuntimeRun, EvaluationModeTurnsDropoutOffForTheRunOnly) {
