@@ -60,6 +60,25 @@
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* A float32 tensor of `shape` holding `values` (numel of them). */
+/* A linear layer and a cross-entropy loss: the model callback of the tests
+ * that train one layer (inputs x and class labels y; one output, the loss). */
+typedef struct {
+  samba_tensor *w, *b;
+} LinearNet;
+
+static inline samba_status linear_loss_model(void* user, samba_tensor* const* in, size_t n_in,
+                                             samba_tensor** out, size_t cap, size_t* n_out) {
+  LinearNet* m = (LinearNet*)user;
+  samba_tensor* logits = NULL;
+  samba_status st;
+  if (n_in != 2 || cap < 1) return SAMBA_ERR_INVALID_ARGUMENT;
+  if ((st = samba_linear(NULL, in[0], m->w, m->b, &logits)) != SAMBA_OK) return st;
+  st = samba_cross_entropy(NULL, logits, in[1], &out[0]);
+  samba_tensor_release(logits);
+  if (st == SAMBA_OK) *n_out = 1;
+  return st;
+}
+
 static inline samba_tensor* make_f32(const float* values, const int64_t* shape, size_t ndim) {
   samba_tensor* t = NULL;
   int64_t n = 0;

@@ -4,30 +4,13 @@
  * several steps are those of the same steps on the whole batch. */
 #include "capi_test_util.h"
 
-typedef struct {
-  samba_tensor *w, *b;
-} Net;
-
-static samba_status model(void* user, samba_tensor* const* in, size_t n_in, samba_tensor** out, size_t cap,
-                          size_t* n_out) {
-  Net* m = (Net*)user;
-  samba_tensor* logits = NULL;
-  samba_status st;
-  if (n_in != 2 || cap < 1) return SAMBA_ERR_INVALID_ARGUMENT;
-  if ((st = samba_linear(NULL, in[0], m->w, m->b, &logits)) != SAMBA_OK) return st;
-  st = samba_cross_entropy(NULL, logits, in[1], &out[0]);
-  samba_tensor_release(logits);
-  if (st == SAMBA_OK) *n_out = 1;
-  return st;
-}
-
 /* The weight after `steps` steps, on batches of 6 split into micro-batches of `micro` (0: none). */
 static double* trained_weight(int64_t micro, int steps, int64_t* k) {
   const int64_t s_w[2] = {3, 4}, s_b[1] = {3}, s_x[2] = {6, 4}, s_y[1] = {6};
   const int64_t labels[6] = {0, 1, 2, 2, 1, 0};
   const char* types[3] = {"FWD", "BCKWD", "OPT"};
   float xs[24], ws[12], bs[3] = {0, 0, 0};
-  Net net;
+  LinearNet net;
   samba_session* s = NULL;
   samba_attrs* hp = NULL;
   samba_optimizer* opt = NULL;
@@ -66,8 +49,8 @@ static double* trained_weight(int64_t micro, int steps, int64_t* k) {
     CHECK_OK(samba_compile_options_set_batch_size(co, 6));
     CHECK_OK(samba_compile_options_set_micro_batch_size(co, micro));
   }
-  CHECK_OK(samba_session_compile(s, model, &net, in, 2, &opt, 1, co));
-  CHECK_OK(samba_session_trace_graph(s, model, &net, in, 2, &opt, 1, "capi_micro_batch_sections.pef", NULL,
+  CHECK_OK(samba_session_compile(s, linear_loss_model, &net, in, 2, &opt, 1, co));
+  CHECK_OK(samba_session_trace_graph(s, linear_loss_model, &net, in, 2, &opt, 1, "capi_micro_batch_sections.pef", NULL,
                                      &traced, 1, &n));
   CHECK_OK(samba_run_options_create(&ro));
   CHECK_OK(samba_run_options_set_section_types(ro, types, 3));

@@ -8,23 +8,6 @@
 
 #include "capi_test_util.h"
 
-typedef struct {
-  samba_tensor *w, *b;
-} Net;
-
-static samba_status model(void* user, samba_tensor* const* in, size_t n_in, samba_tensor** out, size_t cap,
-                          size_t* n_out) {
-  Net* m = (Net*)user;
-  samba_tensor* logits = NULL;
-  samba_status st;
-  if (n_in != 2 || cap < 1) return SAMBA_ERR_INVALID_ARGUMENT;
-  if ((st = samba_linear(NULL, in[0], m->w, m->b, &logits)) != SAMBA_OK) return st;
-  st = samba_cross_entropy(NULL, logits, in[1], &out[0]);
-  samba_tensor_release(logits);
-  if (st == SAMBA_OK) *n_out = 1;
-  return st;
-}
-
 static double run_step(samba_session* s, samba_tensor** in, samba_run_options* ro) {
   samba_tensor* loss = NULL;
   size_t n = 0;
@@ -58,7 +41,7 @@ int main(void) {
   const int64_t s_w[2] = {3, 4}, s_b[1] = {3}, s_x[2] = {6, 4}, s_y[1] = {6};
   const int64_t labels[6] = {0, 1, 2, 2, 1, 0};
   float xs[24];
-  Net net;
+  LinearNet net;
   samba_session* s = NULL;
   samba_compile_options* co = NULL;
   samba_optimizer* opt = NULL;
@@ -95,8 +78,8 @@ int main(void) {
   }
   CHECK_OK(samba_compile_options_create(&co));
   CHECK_OK(samba_compile_options_set_pef_path(co, "capi_train.pef"));
-  CHECK_OK(samba_session_compile(s, model, &net, in, 2, &opt, 1, co));
-  CHECK_OK(samba_session_trace_graph(s, model, &net, in, 2, &opt, 1, "capi_train.pef", NULL, &traced, 1, &n));
+  CHECK_OK(samba_session_compile(s, linear_loss_model, &net, in, 2, &opt, 1, co));
+  CHECK_OK(samba_session_trace_graph(s, linear_loss_model, &net, in, 2, &opt, 1, "capi_train.pef", NULL, &traced, 1, &n));
   CHECK(n == 1);
 
   /* The PEF's names: weights and the optimizer's argins. */
