@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "engine/ops/operands.h"
 #include "engine/rng/multithreaded_rng.h"
@@ -75,16 +76,17 @@ void register_constants(OpRegistry& r) {
   struct Like {
     const char* name;
     const char* doc;
-    double value;  // NaN: the `value` attribute
+    std::optional<double> value;  // none: the `value` attribute
   };
   for (const Like& like :
        {Like{"zeros_like", "Zeros of x's shape, in x's dtype unless `dtype` is given.", 0.0},
         Like{"ones_like", "Ones of x's shape, in x's dtype unless `dtype` is given.", 1.0},
-        Like{"full_like", "`value` in every element of x's shape, in x's dtype unless `dtype` is given.",
-             std::nan("")}}) {
+        Like{"full_like",
+             "`value` in every element of x's shape, in x's dtype unless `dtype` is given.",
+             std::nullopt}}) {
     OpBuilder b = r.def(like.name);
     b.doc(like.doc).input("x", "gives the shape (and the dtype when `dtype` is absent)");
-    if (std::isnan(like.value)) b.required_attr("value", AttrType::Float, "converted to the dtype");
+    if (!like.value) b.required_attr("value", AttrType::Float, "converted to the dtype");
     b.optional_attr("dtype", AttrType::DType)
         .fusion(Fusion::Creation)
         .strided_inputs()  // only x's shape is read
@@ -93,7 +95,7 @@ void register_constants(OpRegistry& r) {
           return {{c.attrs.has("dtype") ? c.attrs.dtype("dtype") : x.dtype(), x.shape()}};
         })
         .kernel([v = like.value](KernelContext& c) {
-          fill(c.outputs[0], std::isnan(v) ? c.attrs.f("value") : v);
+          fill(c.outputs[0], v ? *v : c.attrs.f("value"));
         });
   }
 }

@@ -86,7 +86,9 @@ void norm_backward_into(const Tensor& grad_x, const Tensor& g0, const Tensor& x0
         reduce_layout(x, rd.mask), 0,
         [pn](A v, int64_t o) { return static_cast<int64_t>(std::abs(v) == pn[o]); },
         [](int64_t a, int64_t b) { return a + b; },
-        [&](int64_t o, int64_t count) { pf[o] = count > 0 ? pg[o] / static_cast<A>(count) : A(0); });
+        [&](int64_t o, int64_t count) {
+          pf[o] = count > 0 ? pg[o] / static_cast<A>(count) : A(0);
+        });
   } else {
     for (int64_t o = 0; o < factor.numel(); ++o) {
       const A nv = pn[o];

@@ -198,6 +198,41 @@ def test_batch_norm_eager_train_and_eval_match_torch():
     assert model.bn.num_batches_tracked.item() == 3, "evaluation counts no batch"
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"momentum": 0.3},
+    {"momentum": None},
+    {"affine": False},
+    {"track_running_stats": False},
+])
+def test_batch_norm1d_variants_train_then_eval_match_torch(kwargs):
+    torch.manual_seed(4)
+    reference = nn.BatchNorm1d(3, **kwargs)
+    model = samba.from_torch_model_(copy.deepcopy(reference))
+    for step, train in enumerate((True, True, True, False)):
+        model.train(train), reference.train(train)
+        x = randn(5, 3, 2, seed=step)
+        got = model(samba.from_numpy(x))
+        np.testing.assert_allclose(got.numpy(), reference(torch.from_numpy(x)).detach().numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    assert_state_matches(model, reference, rtol=1e-6, atol=1e-6)
+
+
+def test_functional_batch_norm_updates_the_running_statistics_it_is_given():
+    x = randn(6, 4)
+    stats = [np.zeros(4, np.float32), np.ones(4, np.float32)]
+    ours = [samba.from_numpy(a.copy()) for a in stats]
+    theirs = [torch.from_numpy(a.copy()) for a in stats]
+    w, b = np.abs(randn(4, seed=1)), randn(4, seed=2)
+    for training in (True, False):
+        got = F.batch_norm(samba.from_numpy(x), *ours, weight=samba.from_numpy(w), bias=samba.from_numpy(b),
+                           training=training, momentum=0.25, eps=1e-3)
+        want = F.batch_norm(torch.from_numpy(x), *theirs, weight=torch.from_numpy(w), bias=torch.from_numpy(b),
+                            training=training, momentum=0.25, eps=1e-3)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-6)
+
+
 def test_batch_norm_gradients_match_torch():
     model, reference = fresh_pair(1)
     x, y = batches(1)[0]

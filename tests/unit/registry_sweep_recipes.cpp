@@ -243,7 +243,8 @@ void add_variants(std::map<std::string, Recipes>& r) {
   const double inf = std::numeric_limits<double>::infinity();
   r["norm"].push_back(with({uniform({2, 3})}));
   for (double p : {1.0, 3.0, 0.0, inf, -inf})
-    r["norm"].push_back(with({uniform({2, 3, 2})}, {{"p", p}, {"dim", Ints{0, 2}}, {"keepdim", true}}));
+    r["norm"].push_back(
+        with({uniform({2, 3, 2})}, {{"p", p}, {"dim", Ints{0, 2}}, {"keepdim", true}}));
   for (double p : {1.0, inf})
     r["norm_backward"].push_back(reduction_backward("norm", {2}, {{"dim", Ints{1}}, {"p", p}}));
   r["normalize"].push_back(with({uniform({2, 3, 2})}, {{"p", 3.0}, {"dim", Ints{0, 2}}}));
