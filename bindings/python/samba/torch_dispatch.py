@@ -90,6 +90,7 @@ def _number(args, name):
         args[name] = args[name].item()
     return args
 
+
 _REVERSED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
              "__rmatmul__": "matmul", "__rpow__": "pow"}
 _DUNDER = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__matmul__": "matmul",
