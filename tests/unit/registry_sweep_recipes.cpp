@@ -3,6 +3,8 @@
 // element, and a compile per op) stays within seconds.
 #include "registry_sweep_recipes.h"
 
+#include <limits>
+
 #include "engine/kernels/gemm.h"
 #include "engine/ops/autograd.h"
 #include "op_test_util.h"
@@ -162,6 +164,11 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["batch_norm"].push_back(
       with({uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}), uniform({3}, 0.5, 2)}));
   r["batch_norm"].back().no_grad = {3, 4};
+  // Counting batches: a cumulative average of the running statistics.
+  r["batch_norm"].push_back(with({uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}),
+                                  uniform({3}, 0.5, 2), given({2}, {}, DType::Int64)},
+                                 {{"cumulative_average", true}}));
+  r["batch_norm"].back().no_grad = {3, 4};
   r["batch_norm_backward"].push_back(with({uniform({2, 3, 2, 2}), uniform({2, 3, 2, 2}),
                                            uniform({3}), uniform({3}), uniform({3}, 0.5, 2)},
                                           {{"training", false}}));
@@ -232,6 +239,17 @@ void add_variants(std::map<std::string, Recipes>& r) {
       r[op].push_back(with({uniform(shape), uniform(shape)}));
   }
   r["sum"].push_back(with({uniform({0, 3})}, {{"dim", Ints{0}}}));
+  // Norms of every kind of p, over all dims, other dims, keepdim.
+  const double inf = std::numeric_limits<double>::infinity();
+  r["norm"].push_back(with({uniform({2, 3})}));
+  for (double p : {1.0, 3.0, 0.0, inf, -inf})
+    r["norm"].push_back(
+        with({uniform({2, 3, 2})}, {{"p", p}, {"dim", Ints{0, 2}}, {"keepdim", true}}));
+  for (double p : {1.0, inf})
+    r["norm_backward"].push_back(reduction_backward("norm", {2}, {{"dim", Ints{1}}, {"p", p}}));
+  r["normalize"].push_back(with({uniform({2, 3, 2})}, {{"p", 3.0}, {"dim", Ints{0, 2}}}));
+  r["tril"].push_back(with({uniform({2, 3, 3})}, {{"diagonal", int64_t{-1}}}));
+  r["triu"].push_back(with({uniform({2, 4, 3})}));
   r["max"].push_back(with({uniform({2, 0})}, {{"dim", Ints{0}}}));
   r["matmul"].push_back(with({uniform({2, 0}), uniform({0, 3})}));
   r["linear"].push_back(with({uniform({0, 3}), uniform({4, 3}), uniform({4})}));
@@ -254,6 +272,8 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["mean"].push_back(integer(with({index({2, 3}, 9)}, {{"dtype", DType::Float64}})));
   r["clamp"].push_back(
       integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})}, {{"min", -1.0}, {"max", 3.0}})));
+  for (const char* op : {"tril", "triu"})
+    r[op].push_back(integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})})));
   // Sizes that are no multiple of a vector width or a GEMM tile: the
   // kernels' remainder loops.
   for (const char* op : {"exp", "tanh", "sigmoid", "gelu", "silu", "log_softmax", "softmax"})
@@ -339,6 +359,11 @@ std::map<std::string, Recipes> build_recipes() {
   r["mean"].push_back(with({uniform({2, 3})}, {{"dim", Ints{0}}}));
   r["cumsum"].push_back(with({uniform({2, 3})}, {{"dim", int64_t{1}}, {"reverse", true}}));
   r["extremum_backward"].push_back(reduction_backward("max", {2}, {{"dim", Ints{1}}}));
+  r["norm"].push_back(with({uniform({2, 3})}, {{"dim", Ints{1}}}));
+  r["norm_backward"].push_back(reduction_backward("norm", {2}, {{"dim", Ints{1}}}));
+  r["normalize"].push_back(with({uniform({2, 3})}));
+  for (const char* op : {"tril", "triu"})
+    r[op].push_back(with({uniform({3, 4})}, {{"diagonal", int64_t{1}}}));
   r["logsumexp_backward"].push_back(reduction_backward("logsumexp", {2}, {{"dim", Ints{1}}}));
   r["var_backward"].push_back(reduction_backward("std", {2}, {{"dim", Ints{1}}, {"std", true}}));
   for (const char* op : {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"})
@@ -432,6 +457,13 @@ std::map<std::string, Recipes> build_recipes() {
   // Creation.
   for (const char* op : {"zeros", "ones"}) r[op].push_back(with({}, {{"shape", Ints{2, 3}}}));
   r["full"].push_back(with({}, {{"shape", Ints{2, 3}}, {"value", 1.5}}));
+  // The *_like ops read only x's shape: their result has no gradient.
+  for (const char* op : {"zeros_like", "ones_like", "full_like"}) {
+    r[op].push_back(with({uniform({2, 3})}, std::string(op) == "full_like"
+                                                ? Attrs{{"value", 2.5}}
+                                                : Attrs{}));
+    r[op].back().gradient = false;
+  }
   r["arange"].push_back(with({}, {{"start", 1.0}, {"end", 4.0}, {"step", 0.5}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"m", int64_t{4}}}));
   for (const char* op : {"rand", "randn"})
