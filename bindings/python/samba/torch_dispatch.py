@@ -53,7 +53,18 @@ _TABLE = [
     ("mean", "mean", "input:x dim keepdim dtype"),
     ("exp", "exp", "input:x"),
     ("log", "log", "input:x"),
+    ("bmm", "bmm", "input:a mat2:b"),
+    ("baddbmm", "baddbmm", "input batch1:a batch2:b beta alpha"),
+    ("gather", "gather", "input:x dim index sparse_grad=False"),
+    ("scatter_add", "scatter_add", "input:x dim index src"),
 ]
+
+# Torch functions whose SambaTensor method has torch's signature (and result
+# types: the (values, indices) named tuples), and those that samba.functional
+# composes from registry ops.
+_METHODS = ("max", "min", "sort", "argsort", "msort", "topk", "kthvalue", "median", "scatter", "index_select")
+_COMPOSED = ("einsum", "scaled_dot_product_attention", "_scaled_dot_product_attention",
+             "multi_head_attention_forward")
 
 _REVERSED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
              "__rmatmul__": "matmul", "__rpow__": "pow"}
@@ -158,8 +169,11 @@ def dispatch(cls, func, args, kwargs):
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
-    if name in ("max", "min") and args:
+    if name in _METHODS and args:
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
+    if name in _COMPOSED:
+        from . import functional  # composes SambaTensor methods: imported when first needed
+        return getattr(functional, name)(*args, **kwargs)
     if name == "split":
         return cls._coerce(args[0]).split(*args[1:], **kwargs)
     if not is_op(name):
