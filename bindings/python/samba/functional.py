@@ -3,8 +3,9 @@ more than a renaming of their arguments: einsum (lowered to permute, reshape,
 bmm and sum when traced or run), scaled dot-product attention (the fused
 registry op; the unfused form where dropout or the weights are asked for) and
 multi_head_attention_forward (nn.MultiheadAttention's body, lowered to the
-fused attention op). Each works on the tensor class of its operands, so the
-__torch_function__ dispatch can call it."""
+fused attention op). Each works on the tensor class of its operands (at
+least one must be a SambaTensor), so it sits below SambaTensor and the
+__torch_function__ dispatch calls it."""
 import math
 
 from . import dtypes
@@ -16,11 +17,12 @@ def _is_bool(t):
 
 
 def _tensor_class(*values):
+    """The tensor class of the first tensor operand (SambaTensor, or the
+    class __torch_function__ dispatch works with)."""
     for v in values:
         if hasattr(type(v), "_call_op"):
             return type(v)
-    from .tensor import SambaTensor  # operands that are all numbers or arrays
-    return SambaTensor
+    raise TypeError(f"expected a SambaTensor among the operands, got {[type(v).__name__ for v in values]}")
 
 
 # ---- einsum ----------------------------------------------------------------------------

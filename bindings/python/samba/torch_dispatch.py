@@ -9,7 +9,7 @@ how each maps to the op (same name, renamed, or dropped when it has the
 value that needs nothing). Functions not in the table whose name is a
 registry op are called through the generated op function."""
 from ._lib import SambaError
-from . import dtypes
+from . import dtypes, functional
 from .ops import is_op, schema
 
 # (torch function, registry op, torch parameters). A parameter is `name`
@@ -172,7 +172,6 @@ def dispatch(cls, func, args, kwargs):
     if name in _METHODS and args:
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
     if name in _COMPOSED:
-        from . import functional  # composes SambaTensor methods: imported when first needed
         return getattr(functional, name)(*args, **kwargs)
     if name == "split":
         return cls._coerce(args[0]).split(*args[1:], **kwargs)
