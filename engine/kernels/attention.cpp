@@ -1,5 +1,6 @@
 #include "engine/kernels/attention.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,6 +18,12 @@ constexpr int64_t kKeyBlock = 64;
 
 template <typename T>
 constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+
+// A run of n values as an Eigen array: its exp and sums are vectorized.
+template <typename T>
+Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> row(T* p, int64_t n) {
+  return {p, n};
+}
 
 // c (m x n, rows ldc apart) = alpha * op(a) op(b) + beta * c.
 template <typename T>
@@ -79,22 +86,18 @@ void forward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T
         const int64_t cols = std::min(kKeyBlock, end - j0);
         scores(g, q, k, mask, b, i0, rows, j0, cols, s.data());
         for (int64_t r = 0; r < rows; ++r) {
-          T* sr = s.data() + r * kKeyBlock;
-          T block_max = kMinusInf<T>;
-          for (int64_t c = 0; c < cols; ++c) block_max = std::max(block_max, sr[c]);
-          const T new_max = std::max(row_max[r], block_max);
+          auto sr = row(s.data() + r * kKeyBlock, cols);
+          const T new_max = std::max(row_max[r], sr.maxCoeff());
           if (new_max == kMinusInf<T>) {  // no key of this row attended so far
-            std::fill(sr, sr + cols, T(0));
+            sr.setZero();
             continue;
           }
-          T sum = 0;
-          for (int64_t c = 0; c < cols; ++c) sum += (sr[c] = std::exp(sr[c] - new_max));
+          sr = (sr - new_max).exp();
           // Earlier blocks were weighted against the old maximum.
           const T correction = std::exp(row_max[r] - new_max);
-          row_sum[r] = row_sum[r] * correction + sum;
+          row_sum[r] = row_sum[r] * correction + sr.sum();
           row_max[r] = new_max;
-          if (correction != T(1))
-            for (T* a = acc.data() + r * g.vdim, *e = a + g.vdim; a != e; ++a) *a *= correction;
+          if (correction != T(1)) row(acc.data() + r * g.vdim, g.vdim) *= correction;
         }
         product<T>(rows, g.vdim, cols, {s.data(), kKeyBlock, false},
                    {v + (b * g.keys + j0) * g.vdim, g.vdim, false}, acc.data(), g.vdim, T(1),
@@ -134,18 +137,18 @@ void backward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<
         for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
           const int64_t cols = std::min(kKeyBlock, end - j0), kj = b * g.keys + j0;
           scores(g, q, k, mask, b, i0, rows, j0, cols, p.data());
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < cols; ++c)
-              p[r * kKeyBlock + c] = std::exp(p[r * kKeyBlock + c] - lse[qi + r]);
+          for (int64_t r = 0; r < rows; ++r) {
+            auto pr = row(p.data() + r * kKeyBlock, cols);
+            pr = (pr - lse[qi + r]).exp();
+          }
           product<T>(cols, g.vdim, rows, {p.data(), kKeyBlock, true},
                      {dout + qi * g.vdim, g.vdim, false}, dv + kj * g.vdim, g.vdim, T(1), T(1));
           product<T>(rows, cols, g.vdim, {dout + qi * g.vdim, g.vdim, false},
                      {v + kj * g.vdim, g.vdim, true}, dp.data(), kKeyBlock, T(1), T(0));
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t c = 0; c < cols; ++c) {
-              T& d = dp[r * kKeyBlock + c];
-              d = p[r * kKeyBlock + c] * (d - delta[i0 + r]);
-            }
+          for (int64_t r = 0; r < rows; ++r) {
+            auto dr = row(dp.data() + r * kKeyBlock, cols);
+            dr = row(p.data() + r * kKeyBlock, cols) * (dr - delta[i0 + r]);
+          }
           product<T>(rows, g.dim, cols, {dp.data(), kKeyBlock, false}, {k + kj * g.dim, g.dim, false},
                      dq + qi * g.dim, g.dim, scale, T(1));
           product<T>(cols, g.dim, rows, {dp.data(), kKeyBlock, true}, {q + qi * g.dim, g.dim, false},

@@ -11,6 +11,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import samba  # noqa: E402
+import samba.utils as utils  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -263,3 +264,44 @@ def test_multihead_attention_module_matches_torch():
     want, _ = theirs(tx, tx, tx, key_padding_mask=torch.from_numpy(pad), attn_mask=torch.from_numpy(causal),
                      need_weights=False)
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), atol=1e-10)
+
+
+# ---- compiled ------------------------------------------------------------------------------
+
+class CausalAttentionClassifier:
+    """One causal self-attention head (the fused op), mean over the sequence,
+    an einsum projection to 3 classes."""
+
+    def __init__(self):
+        self.wq, self.wk, self.wv = (samba.parameter(f"att.{n}", (6, 4)) for n in "qkv")
+        self.wo = samba.parameter("att.out", (3, 6))
+
+    def parameters(self):
+        return [self.wq, self.wk, self.wv, self.wo]
+
+    def __call__(self, x, y):
+        q, k, v = (samba.linear(x, w) for w in (self.wq, self.wk, self.wv))
+        h = samba.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        logits = samba.einsum("bd,cd->bc", h.mean(dim=[1]), self.wo)
+        return samba.cross_entropy(logits, y), logits
+
+
+def test_compiled_fused_attention_and_einsum_gradients_match_torch(tmp_path):
+    model = CausalAttentionClassifier()
+    x = RNG.standard_normal((4, 5, 4)).astype(np.float32)
+    y = np.array([0, 2, 1, 2])
+    sx, sy = samba.from_numpy(x, name="x"), samba.from_numpy(y, name="y")
+    weights = [torch.tensor(p.numpy().copy(), requires_grad=True) for p in model.parameters()]
+    opt = samba.optim.SGD(model.parameters(), lr=0.0)
+    pef = samba.session.compile(model, (sx, sy), opt, name="att", pef_path=str(tmp_path / "att.pef"))
+    outs = utils.trace_graph(model, (sx, sy), opt, pef=pef)
+    loss, _ = samba.session.run([sx, sy], outs, section_types=["FWD", "BCKWD"])
+
+    wq, wk, wv, wo = weights
+    tx = torch.from_numpy(x)
+    h = reference_attention(tx @ wq.T, tx @ wk.T, tx @ wv.T, causal=True)
+    want = F.cross_entropy(h.mean(1) @ wo.T, torch.from_numpy(y))
+    want.backward()
+    assert loss.item() == pytest.approx(want.item(), rel=1e-5)
+    for p, w in zip(model.parameters(), weights):
+        np.testing.assert_allclose(p.sn_grad.numpy(), w.grad.numpy(), rtol=1e-4, atol=1e-6)
