@@ -314,6 +314,34 @@ Tensor scattered_src_grad(const GradContext& c) {
   return call1("pad", {gsrc}, {{"pad", pad}});
 }
 
+// The schema scatter and scatter_add share; the caller adds kernel and gradient.
+OpBuilder scatter_op(OpRegistry& r, const char* name, std::string doc) {
+  OpBuilder b = r.def(name);
+  b.doc(std::move(doc))
+      .input("x")
+      .input("index", "integer indices with x's rank (not differentiable)")
+      .input("src")
+      .required_attr("dim", AttrType::Int)
+      .fusion(Fusion::Opaque)
+      .infer([name](const InferContext& c) -> std::vector<TensorMeta> {
+        check_scatter_shapes(c, name);
+        return {meta_of(c.inputs[0])};
+      });
+  return b;
+}
+
+// out = x, then run(walk, src in out's dtype, index values, out) combines src in.
+template <typename F>
+void scatter_kernel(KernelContext& c, const char* what, F run) {
+  const Tensor &x = c.inputs[0], &index = c.inputs[1], &out = c.outputs[0];
+  const int64_t d = wrap_dim(c.attrs.i("dim"), x.dim(), what);
+  const IndexValues idx(index, x.shape()[d], what, d);
+  out.copy_from(x);
+  if (idx.empty()) return;
+  const Tensor src = as_dtype(c.inputs[2], out.dtype()).contiguous();
+  run(DimWalk(index.shape(), out.shape(), src.shape(), d), src, idx.data(), out);
+}
+
 void register_index_ops(OpRegistry& r) {
   r.def("index_select")
       .doc(
@@ -471,30 +499,19 @@ void register_index_ops(OpRegistry& r) {
                 Tensor()};
       });
 
-  r.def("scatter_add")
-      .doc(
-          "A copy of x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim 1 (likewise "
-          "for any dim); src may be larger than the index, whose extent is what is read.")
-      .input("x")
-      .input("index", "integer indices with x's rank (not differentiable)")
-      .input("src")
-      .required_attr("dim", AttrType::Int)
-      .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        check_scatter_shapes(c, "scatter_add");
-        return {meta_of(c.inputs[0])};
-      })
+  scatter_op(r, "scatter_add",
+             "A copy of x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim 1 (likewise "
+             "for any dim); src may be larger than the index, whose extent is what is read.")
       .kernel([](KernelContext& c) {
-        const Tensor &x = c.inputs[0], &index = c.inputs[1], &out = c.outputs[0];
-        const int64_t d = wrap_dim(c.attrs.i("dim"), x.dim(), "scatter_add");
-        const IndexValues idx(index, x.shape()[d], "scatter_add", d);
-        out.copy_from(x);
-        if (idx.empty()) return;
-        Tensor src = as_dtype(c.inputs[2], out.dtype());
-        DimWalk w(index.shape(), out.shape(), src.shape(), d);
-        SAMBA_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
-          scatter_add_loop<scalar_t, acc_t<scalar_t>>(w, src.data<scalar_t>(), idx.data(),
-                                                      out.data<scalar_t>());
+        scatter_kernel(c, "scatter_add", [](const DimWalk& w, const Tensor& src,
+                                            const int64_t* idx, const Tensor& out) {
+          SAMBA_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
+            using A = acc_t<scalar_t>;
+            scatter_loop(w, src.data<scalar_t>(), idx, out.data<scalar_t>(),
+                         [](scalar_t& d, scalar_t v) {
+                           d = static_cast<scalar_t>(static_cast<A>(d) + static_cast<A>(v));
+                         });
+          });
         });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
@@ -502,32 +519,18 @@ void register_index_ops(OpRegistry& r) {
         return {c.needs_grad(0) ? g : Tensor(), Tensor(), scattered_src_grad(c)};
       });
 
-  r.def("scatter")
-      .doc(
-          "A copy of x with src[i][j][k] written at x[i][index[i][j][k]][k] for dim 1 (likewise "
-          "for any dim); src may be larger than the index, whose extent is what is read. Where "
-          "an index repeats along dim the last write wins.")
-      .input("x")
-      .input("index", "integer indices with x's rank (not differentiable)")
-      .input("src")
-      .required_attr("dim", AttrType::Int)
-      .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        check_scatter_shapes(c, "scatter");
-        return {meta_of(c.inputs[0])};
-      })
+  scatter_op(r, "scatter",
+             "A copy of x with src[i][j][k] written at x[i][index[i][j][k]][k] for dim 1 (likewise "
+             "for any dim); src may be larger than the index, whose extent is what is read. Where "
+             "an index repeats along dim the last write wins.")
       .kernel([](KernelContext& c) {
-        const Tensor &x = c.inputs[0], &index = c.inputs[1], &out = c.outputs[0];
-        const int64_t d = wrap_dim(c.attrs.i("dim"), x.dim(), "scatter");
-        const IndexValues idx(index, x.shape()[d], "scatter", d);
-        out.copy_from(x);
-        if (idx.empty()) return;
-        Tensor src = as_dtype(c.inputs[2], out.dtype()).contiguous();
-        DimWalk w(index.shape(), out.shape(), src.shape(), d);
-        dispatch_by_size(out.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          scatter_loop<T>(w, static_cast<const T*>(src.raw_data()), idx.data(),
-                          static_cast<T*>(out.raw_data()));
+        scatter_kernel(c, "scatter", [](const DimWalk& w, const Tensor& src, const int64_t* idx,
+                                        const Tensor& out) {
+          dispatch_by_size(out.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            scatter_loop(w, static_cast<const T*>(src.raw_data()), idx,
+                         static_cast<T*>(out.raw_data()), [](T& d, T v) { d = v; });
+          });
         });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {

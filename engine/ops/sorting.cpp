@@ -113,6 +113,17 @@ void check_orderable(const Tensor& x, const char* what) {
               "{}: dtype bool is not supported; cast to an integer dtype first", what);
 }
 
+// topk / kthvalue: x is orderable and k in [lowest, size of dim]; returns the dim.
+int64_t checked_k(const Tensor& x, const Attrs& a, int64_t lowest, const char* what) {
+  check_orderable(x, what);
+  const int64_t dim = ordered_dim(x, a, what);
+  const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim], k = a.i("k");
+  SAMBA_CHECK(k >= lowest && k <= size, Status::OutOfRange,
+              "{}: k = {} is out of range for dim {} of size {} (shape {})", what, k, dim, size,
+              dims_str(x.shape()));
+  return dim;
+}
+
 // The values' gradient placed at the positions the indices name (dims of
 // size 1 are put back where the forward op dropped `dim`).
 std::vector<Tensor> values_grad(const GradContext& c, int64_t dim, bool dropped_dim) {
@@ -177,13 +188,8 @@ void register_sorting(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor& x = c.inputs[0];
-        check_orderable(x, "topk");
-        const int64_t dim = ordered_dim(x, c.attrs, "topk");
-        const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim], k = c.attrs.i("k");
-        SAMBA_CHECK(k >= 0 && k <= size, Status::OutOfRange,
-                    "topk: k = {} is out of range for dim {} of size {} (shape {})", k, dim, size,
-                    dims_str(x.shape()));
-        const Dims out = with_size_at(x, dim, k);
+        const int64_t dim = checked_k(x, c.attrs, 0, "topk");
+        const Dims out = with_size_at(x, dim, c.attrs.i("k"));
         return {{x.dtype(), out}, {DType::Int64, out}};
       })
       .kernel([](KernelContext& c) {
@@ -207,12 +213,7 @@ void register_sorting(OpRegistry& r) {
       .fusion(Fusion::Opaque)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor& x = c.inputs[0];
-        check_orderable(x, "kthvalue");
-        const int64_t dim = ordered_dim(x, c.attrs, "kthvalue");
-        const int64_t size = x.dim() == 0 ? 1 : x.shape()[dim], k = c.attrs.i("k");
-        SAMBA_CHECK(k >= 1 && k <= size, Status::OutOfRange,
-                    "kthvalue: k = {} is out of range for dim {} of size {} (shape {})", k, dim,
-                    size, dims_str(x.shape()));
+        const int64_t dim = checked_k(x, c.attrs, 1, "kthvalue");
         Dims out = with_size_at(x, dim, 1);
         if (!c.attrs.b("keepdim") && !out.empty()) out.erase(out.begin() + dim);
         return {{x.dtype(), out}, {DType::Int64, out}};

@@ -56,47 +56,50 @@ std::vector<Tensor> attention(std::initializer_list<Tensor> in, const Attrs& att
   return call("scaled_dot_product_attention", in, attrs);
 }
 
-TEST(Attention, MatchesReferenceAcrossBlocks) {
-  const Tensor q = rand_tensor({2, 150, 7}, DType::Float64, 1);
-  const Tensor k = rand_tensor({2, 130, 7}, DType::Float64, 2);
-  const Tensor v = rand_tensor({2, 130, 5}, DType::Float64, 3);
-  auto got = attention({q, k, v});
-  auto want = reference(q, k, v, 1 / std::sqrt(7.0), [](int64_t, int64_t, int64_t) { return 0.0; });
+// q (batch, rows, dim), k (batch, keys, dim), v (batch, keys, vdim) of seeds seed..seed+2.
+std::vector<Tensor> operands(int64_t batch, int64_t rows, int64_t keys, int64_t dim, int64_t vdim,
+                             uint32_t seed) {
+  return {rand_tensor({batch, rows, dim}, DType::Float64, seed),
+          rand_tensor({batch, keys, dim}, DType::Float64, seed + 1),
+          rand_tensor({batch, keys, vdim}, DType::Float64, seed + 2)};
+}
+
+// Both outputs of the op on `in` (q, k, v and maybe a mask) against the reference.
+template <typename M>
+void expect_reference(std::initializer_list<Tensor> in, const Attrs& attrs, double scale, M mask) {
+  const std::vector<Tensor> t(in);
+  auto got = attention(in, attrs);
+  auto want = reference(t[0], t[1], t[2], scale, mask);
   expect_close(got[0], want.out, 1e-12);
   expect_close(got[1], want.lse, 1e-12);
+}
+
+TEST(Attention, MatchesReferenceAcrossBlocks) {
+  auto t = operands(2, 150, 130, 7, 5, 1);
+  expect_reference({t[0], t[1], t[2]}, {}, 1 / std::sqrt(7.0),
+                   [](int64_t, int64_t, int64_t) { return 0.0; });
 }
 
 TEST(Attention, CausalMaskIsTopLeftAligned) {
   // 70 queries and 140 keys: query i sees keys 0..i, as torch's tril(ones(L, S)).
-  const Tensor q = rand_tensor({1, 70, 4}, DType::Float64, 4);
-  const Tensor k = rand_tensor({1, 140, 4}, DType::Float64, 5);
-  const Tensor v = rand_tensor({1, 140, 3}, DType::Float64, 6);
-  auto got = attention({q, k, v}, {{"is_causal", true}, {"scale", 0.5}});
-  auto want = reference(q, k, v, 0.5, [](int64_t, int64_t i, int64_t j) { return j <= i ? 0.0 : -kInf; });
-  expect_close(got[0], want.out, 1e-12);
-  expect_close(got[1], want.lse, 1e-12);
+  auto t = operands(1, 70, 140, 4, 3, 4);
+  expect_reference({t[0], t[1], t[2]}, {{"is_causal", true}, {"scale", 0.5}}, 0.5,
+                   [](int64_t, int64_t i, int64_t j) { return j <= i ? 0.0 : -kInf; });
 }
 
 TEST(Attention, BroadcastMasksAndRowsThatAttendNothing) {
-  const Tensor q = rand_tensor({3, 4, 5}, DType::Float64, 7);
-  const Tensor k = rand_tensor({3, 6, 5}, DType::Float64, 8);
-  const Tensor v = rand_tensor({3, 6, 2}, DType::Float64, 9);
+  auto t = operands(3, 4, 6, 5, 2, 7);
   // One (4, 6) bool mask for every batch entry; row 2 keeps no key.
   std::vector<double> keep(24);
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 6; ++j) keep[i * 6 + j] = i != 2 && (i + j) % 3 != 0;
-  auto got = attention({q, k, v, make(keep, {4, 6}, DType::Bool)});
-  auto want = reference(q, k, v, 1 / std::sqrt(5.0), [&](int64_t, int64_t i, int64_t j) {
-    return keep[i * 6 + j] != 0 ? 0.0 : -kInf;
-  });
-  expect_close(got[0], want.out, 1e-12);
-  expect_close(got[1], want.lse, 1e-12);
+  expect_reference({t[0], t[1], t[2], make(keep, {4, 6}, DType::Bool)}, {}, 1 / std::sqrt(5.0),
+                   [&](int64_t, int64_t i, int64_t j) { return keep[i * 6 + j] != 0 ? 0.0 : -kInf; });
   // A float bias of shape (3, 1, 6): one row per batch entry, shared by the queries.
   const Tensor bias = rand_tensor({3, 1, 6}, DType::Float64, 10, -2, 2);
   const auto bv = values(bias);
-  got = attention({q, k, v, bias});
-  want = reference(q, k, v, 1 / std::sqrt(5.0), [&](int64_t b, int64_t, int64_t j) { return bv[b * 6 + j]; });
-  expect_close(got[0], want.out, 1e-12);
+  expect_reference({t[0], t[1], t[2], bias}, {}, 1 / std::sqrt(5.0),
+                   [&](int64_t b, int64_t, int64_t j) { return bv[b * 6 + j]; });
 }
 
 TEST(Attention, HalfPrecisionIsComputedInFloat) {
