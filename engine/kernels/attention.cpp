@@ -71,6 +71,11 @@ void scores(const Geometry& g, const T* q, const T* k, const Mask<T>& mask, int6
 template <typename T>
 void forward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T>& mask, T* out,
              T* lse) {
+  if (g.keys == 0) {  // an empty sum of values, as softmax over no keys @ v gives
+    std::fill(out, out + g.batch * g.rows * g.vdim, T(0));
+    std::fill(lse, lse + g.batch * g.rows, kMinusInf<T>);
+    return;
+  }
   const int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> s(kQueryBlock * kKeyBlock), acc(kQueryBlock * g.vdim);

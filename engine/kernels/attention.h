@@ -35,8 +35,9 @@ struct Geometry {
 
 // out (batch, rows, vdim) and lse (batch, rows): the log of each row's
 // softmax denominator (in the scores' units), which the backward pass uses to
-// recompute the probabilities. A row with no attended key gets NaN outputs
-// and lse = -inf, as the unfused softmax would.
+// recompute the probabilities. A row whose keys are all masked gets NaN
+// outputs and lse = -inf, as the unfused softmax would; with no keys at all
+// the outputs are 0 (an empty sum).
 template <typename T>
 void forward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T>& mask, T* out,
              T* lse);

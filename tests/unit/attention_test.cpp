@@ -102,6 +102,15 @@ TEST(Attention, BroadcastMasksAndRowsThatAttendNothing) {
                    [&](int64_t b, int64_t, int64_t j) { return bv[b * 6 + j]; });
 }
 
+TEST(Attention, NoKeysGiveZerosAndNoQueriesNothing) {
+  auto t = operands(2, 3, 0, 4, 2, 20);
+  auto got = attention({t[0], t[1], t[2]});
+  expect_close(got[0], std::vector<double>(12, 0.0), 0);
+  expect_close(got[1], std::vector<double>(6, -kInf), 0);
+  t = operands(2, 0, 5, 4, 2, 30);
+  EXPECT_EQ(attention({t[0], t[1], t[2]})[0].shape(), (Dims{2, 0, 2}));
+}
+
 TEST(Attention, HalfPrecisionIsComputedInFloat) {
   const Tensor q = rand_tensor({2, 70, 8}, DType::Float32, 11);
   const Tensor k = rand_tensor({2, 70, 8}, DType::Float32, 12);
