@@ -154,10 +154,10 @@ void backward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<
             auto dr = row(dp.data() + r * kKeyBlock, cols);
             dr = row(p.data() + r * kKeyBlock, cols) * (dr - delta[i0 + r]);
           }
-          product<T>(rows, g.dim, cols, {dp.data(), kKeyBlock, false}, {k + kj * g.dim, g.dim, false},
-                     dq + qi * g.dim, g.dim, scale, T(1));
-          product<T>(cols, g.dim, rows, {dp.data(), kKeyBlock, true}, {q + qi * g.dim, g.dim, false},
-                     dk + kj * g.dim, g.dim, scale, T(1));
+          product<T>(rows, g.dim, cols, {dp.data(), kKeyBlock, false},
+                     {k + kj * g.dim, g.dim, false}, dq + qi * g.dim, g.dim, scale, T(1));
+          product<T>(cols, g.dim, rows, {dp.data(), kKeyBlock, true},
+                     {q + qi * g.dim, g.dim, false}, dk + kj * g.dim, g.dim, scale, T(1));
         }
       }
     }

@@ -124,10 +124,11 @@ Tensor mask_grad(const GradContext& c, const Tensor& gout, const Tensor& glse) {
   const Tensor &out = c.outputs[0], &lse = c.outputs[1];
   Tensor s = call1("mul", {call1("matmul_nt", {q, k}), wrap_scalar(attention_scale(c.attrs, q))});
   s = call1("add", {s, mask});
-  const Tensor p = call1("exp", {call1("sub", {s, call1("unsqueeze", {lse}, {{"dim", int64_t{-1}}})})});
+  auto column = [](const Tensor& t) { return call1("unsqueeze", {t}, {{"dim", int64_t{-1}}}); };
+  const Tensor p = call1("exp", {call1("sub", {s, column(lse)})});
   Tensor delta = call1("sum", {call1("mul", {gout, out})},
                        {{"dim", std::vector<int64_t>{-1}}, {"keepdim", true}});
-  if (glse.defined()) delta = call1("sub", {delta, call1("unsqueeze", {glse}, {{"dim", int64_t{-1}}})});
+  if (glse.defined()) delta = call1("sub", {delta, column(glse)});
   const Tensor ds = call1("mul", {p, call1("sub", {call1("matmul_nt", {gout, v}), delta})});
   return sum_to(ds, mask.shape());
 }
@@ -242,7 +243,8 @@ void register_attention(OpRegistry& r) {
         const Tensor &q = c.inputs[1], &k = c.inputs[2], &v = c.inputs[3];
         const Tensor mask = input_or_none(c.inputs, 6), glse = input_or_none(c.inputs, 7);
         const DType cdt = nn::compute_dtype(q.dtype());
-        const Dims scores = score_shape("scaled_dot_product_attention_backward", q, k, v, mask, false);
+        const Dims scores =
+            score_shape("scaled_dot_product_attention_backward", q, k, v, mask, false);
         const auto g = geometry(q, k, v, c.attrs);
         nn::ComputeOutput dq(c.outputs[0], cdt), dk(c.outputs[1], cdt), dv(c.outputs[2], cdt);
         const Tensor held = held_mask(mask, cdt);

@@ -35,7 +35,8 @@ Reference reference(const Tensor& q, const Tensor& k, const Tensor& v, double sc
       double m = -kInf;
       for (int64_t j = 0; j < keys; ++j) {
         double d = 0;
-        for (int64_t x = 0; x < e; ++x) d += qv[(b * rows + i) * e + x] * kv[(b * keys + j) * e + x];
+        for (int64_t x = 0; x < e; ++x)
+          d += qv[(b * rows + i) * e + x] * kv[(b * keys + j) * e + x];
         s[j] = d * scale + mask(b, i, j);
         m = std::max(m, s[j]);
       }
@@ -94,7 +95,9 @@ TEST(Attention, BroadcastMasksAndRowsThatAttendNothing) {
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 6; ++j) keep[i * 6 + j] = i != 2 && (i + j) % 3 != 0;
   expect_reference({t[0], t[1], t[2], make(keep, {4, 6}, DType::Bool)}, {}, 1 / std::sqrt(5.0),
-                   [&](int64_t, int64_t i, int64_t j) { return keep[i * 6 + j] != 0 ? 0.0 : -kInf; });
+                   [&](int64_t, int64_t i, int64_t j) {
+                     return keep[i * 6 + j] != 0 ? 0.0 : -kInf;
+                   });
   // A float bias of shape (3, 1, 6): one row per batch entry, shared by the queries.
   const Tensor bias = rand_tensor({3, 1, 6}, DType::Float64, 10, -2, 2);
   const auto bv = values(bias);
@@ -137,7 +140,8 @@ std::vector<int64_t> stable_order(const std::vector<double>& x, bool descending)
   std::iota(idx.begin(), idx.end(), 0);
   auto key = [&](int64_t i) { return std::isnan(x[i]) ? kInf : x[i]; };
   std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    if (std::isnan(x[a]) != std::isnan(x[b])) return descending ? std::isnan(x[a]) : std::isnan(x[b]);
+    const bool na = std::isnan(x[a]), nb = std::isnan(x[b]);
+    if (na != nb) return descending ? na : nb;
     return descending ? key(a) > key(b) : key(a) < key(b);
   });
   return idx;

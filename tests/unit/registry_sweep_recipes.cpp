@@ -446,8 +446,9 @@ std::map<std::string, Recipes> build_recipes() {
         autograd::NoGradGuard ng;
         return call("scaled_dot_product_attention", {q, k, v}, {{"is_causal", causal}});
       }();
-      return std::vector<Tensor>{rand_tensor(fwd[0].shape(), DType::Float64, 5), q, k, v,
-                                 fwd[0], fwd[1], Tensor(), rand_tensor(fwd[1].shape(), DType::Float64, 6)};
+      const Tensor gout = rand_tensor(fwd[0].shape(), DType::Float64, 5);
+      const Tensor glse = rand_tensor(fwd[1].shape(), DType::Float64, 6);
+      return std::vector<Tensor>{gout, q, k, v, fwd[0], fwd[1], Tensor(), glse};
     };
     r["scaled_dot_product_attention_backward"].push_back(bwd);
   }
