@@ -265,6 +265,13 @@ def test_multihead_attention_module_matches_torch():
                      need_weights=False)
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), atol=1e-10)
 
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True).double().eval()
+    reference = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True).double().eval()
+    reference.load_state_dict(layer.state_dict())
+    samba.from_torch_model_(layer)
+    np.testing.assert_allclose(layer(sx, src_key_padding_mask=samba.from_numpy(pad)).numpy(),
+                               reference(tx, src_key_padding_mask=torch.from_numpy(pad)).detach().numpy(), atol=1e-10)
+
 
 # ---- compiled ------------------------------------------------------------------------------
 
