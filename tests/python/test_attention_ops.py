@@ -82,6 +82,15 @@ def test_stable_sort_keeps_ties_in_order_and_argsort_msort():
     assert x.median().item() == tx.median().item()
 
 
+def test_median_of_a_line_with_nan_is_nan_at_the_first_nan():
+    a = np.array([[1.0, np.nan, 3.0, np.nan, 0.0], [4.0, 2.0, 3.0, 1.0, 5.0]])
+    x, tx = samba.from_numpy(a), torch.from_numpy(a)
+    got, want = x.median(1), tx.median(1)
+    np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    assert np.isnan(x.median().item()) and x[1].median().item() == 3.0
+
+
 def test_sort_puts_nan_last_and_topk_refuses_k_too_large():
     x = samba.from_numpy(np.array([2.0, np.nan, -1.0]))
     np.testing.assert_array_equal(x.sort().indices.numpy(), [2, 0, 1])

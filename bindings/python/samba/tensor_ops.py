@@ -201,11 +201,21 @@ class TensorOps:
         return KthvalueResult(*self._call_op("kthvalue", [self], {"k": int(k), "dim": dim, "keepdim": bool(keepdim)}))
 
     def median(self, dim=None, keepdim=False):
-        """torch.median: the lower median; (values, indices) along an int dim."""
+        """torch.median: the lower median, or NaN (and the first NaN's index) where
+        the line has one; (values, indices) along an int dim."""
+        x, d = (self.reshape(-1), 0) if dim is None else (self, dim)
+        values, indices = x.kthvalue((x.shape[d] + 1) // 2, d, keepdim=True)
+        if dtypes.from_name(x.dtype).is_floating_point:
+            nan = self._call_op("ne", [x, x])
+            first = self._call_op("argmax", [nan.int()], {"dim": d, "keepdim": True})
+            has_nan = nan.gather(d, first)
+            values = self._call_op("where", [has_nan, x.gather(d, first), values])
+            indices = self._call_op("where", [has_nan, first, indices])
         if dim is None:
-            flat = self.reshape(-1)
-            return flat.kthvalue((flat.shape[0] + 1) // 2, 0).values
-        return MedianResult(*self.kthvalue((self.shape[dim] + 1) // 2, dim, keepdim))
+            return values.reshape(())
+        if not keepdim:
+            values, indices = values.squeeze(d), indices.squeeze(d)
+        return MedianResult(values, indices)
 
     # ---- torch's (dim, index, ...) argument order ----------------------------------------
     def gather(self, dim, index, sparse_grad=False):
