@@ -128,6 +128,9 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["matmul"].push_back(with({uniform({3}), uniform({3})}));
   r["matmul"].push_back(with({uniform({2, 1, 2, 3}), uniform({2, 3, 2})}));
   r["addmm"].push_back(with({uniform({2, 4}), uniform({2, 3}), uniform({3, 4})}));
+  r["baddbmm"].push_back(with({uniform({2, 1, 4}), uniform({2, 2, 3}), uniform({2, 3, 4})},
+                              {{"beta", 0.5}, {"alpha", -2.0}}));
+  r["baddbmm"].push_back(with({uniform({4}), uniform({3, 2, 5}), uniform({3, 5, 4})}));
   // Convolutions: no bias, dilation, depthwise (groups = channels).
   r["conv2d"].push_back(with({uniform({2, 2, 5, 5}), uniform({3, 2, 2, 2}), absent()},
                              {{"padding", Ints{2, 1}}, {"dilation", Ints{2, 2}}}));
@@ -427,6 +430,53 @@ std::map<std::string, Recipes> build_recipes() {
       with({uniform({4, 3}), given({2, 0}, {2}), uniform({2, 3})}, {{"accumulate", true}}));
   r["scatter_add"].push_back(
       with({uniform({3, 4}), index({2, 4}, 3), uniform({2, 4})}, {{"dim", int64_t{0}}}));
+  r["scatter"].push_back(
+      with({uniform({3, 4}), given({2, 0, 1, 1, 2, 0}, {2, 3}), uniform({2, 4})},
+           {{"dim", int64_t{0}}}));
+  r["scatter"].push_back(
+      with({uniform({3, 4}), given({3, 0, 1, 2}, {2, 2}), uniform({2, 3})}, {{"dim", int64_t{1}}}));
+  // Ordering: uniform values have no ties, so every order is one function.
+  r["sort"].push_back(with({uniform({3, 5})}));
+  r["sort"].push_back(with({uniform({4, 3, 2})}, {{"dim", int64_t{1}}, {"descending", true}}));
+  Recipe ties = with({given({3, 1, 3, 2, 1, 3}, {6})}, {{"stable", true}});
+  ties.gradient = false;  // integers
+  r["sort"].push_back(ties);
+  r["topk"].push_back(with({uniform({3, 5})}, {{"k", int64_t{2}}}));
+  r["topk"].push_back(
+      with({uniform({4, 3, 2})}, {{"k", int64_t{3}}, {"dim", int64_t{0}}, {"largest", false}}));
+  r["kthvalue"].push_back(with({uniform({3, 5})}, {{"k", int64_t{2}}}));
+  r["kthvalue"].push_back(
+      with({uniform({4, 3, 2})}, {{"k", int64_t{4}}, {"dim", int64_t{0}}, {"keepdim", true}}));
+  // Attention: a plain case, a causal one crossing the kernel's 64-row blocks,
+  // a broadcast bool mask (every row attends some key) and a float mask,
+  // whose gradient is checked too.
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 3, 4}), uniform({2, 5, 4}), uniform({2, 5, 3})}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({1, 1, 70, 3}), uniform({1, 1, 70, 3}), uniform({1, 1, 70, 2})},
+           {{"is_causal", true}, {"scale", 0.7}}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 2, 3, 4}), uniform({2, 2, 5, 4}), uniform({2, 2, 5, 3}),
+            given({1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 1}, {3, 5}, DType::Bool)}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 3, 4}), uniform({2, 5, 4}), uniform({2, 5, 3}), uniform({2, 1, 5})}));
+  for (bool causal : {false, true}) {
+    Recipe bwd;
+    bwd.attrs = {{"is_causal", causal}};
+    bwd.make_inputs = [causal] {
+      const Dims qs{2, 66, 3}, ks{2, causal ? 66 : 67, 3};
+      Tensor q = rand_tensor(qs, DType::Float64, 2), k = rand_tensor(ks, DType::Float64, 3),
+             v = rand_tensor(ks, DType::Float64, 4);
+      auto fwd = [&] {
+        autograd::NoGradGuard ng;
+        return call("scaled_dot_product_attention", {q, k, v}, {{"is_causal", causal}});
+      }();
+      const Tensor gout = rand_tensor(fwd[0].shape(), DType::Float64, 5);
+      const Tensor glse = rand_tensor(fwd[1].shape(), DType::Float64, 6);
+      return std::vector<Tensor>{gout, q, k, v, fwd[0], fwd[1], Tensor(), glse};
+    };
+    r["scaled_dot_product_attention_backward"].push_back(bwd);
+  }
   r["slice"].push_back(with({uniform({5, 3})}, kSlice));
   r["slice_backward"].push_back(with({uniform({2, 3})}, merged(kSlice, {{"shape", Ints{5, 3}}})));
   r["narrow"].push_back(with({uniform({4, 3})},

@@ -9,7 +9,7 @@ how each maps to the op (same name, renamed, or dropped when it has the
 value that needs nothing). Functions not in the table whose name is a
 registry op are called through the generated op function."""
 from ._lib import SambaError
-from . import dtypes
+from . import dtypes, functional
 from .ops import is_op, schema
 
 # (torch function, registry op, torch parameters). A parameter is `name`
@@ -72,7 +72,18 @@ _TABLE = [
     ("full_like", "full_like",
      "input:x fill_value:value dtype layout=None device=* requires_grad=False memory_format=*",
      lambda a: _number(a, "fill_value")),
+    ("bmm", "bmm", "input:a mat2:b"),
+    ("baddbmm", "baddbmm", "input batch1:a batch2:b beta alpha"),
+    ("gather", "gather", "input:x dim index sparse_grad=False"),
+    ("scatter_add", "scatter_add", "input:x dim index src"),
 ]
+
+# Torch functions whose SambaTensor method has torch's signature (and result
+# types: the (values, indices) named tuples), and those that samba.functional
+# composes from registry ops.
+_METHODS = ("max", "min", "sort", "argsort", "msort", "topk", "kthvalue", "median", "scatter", "index_select")
+_COMPOSED = ("einsum", "scaled_dot_product_attention", "_scaled_dot_product_attention",
+             "multi_head_attention_forward")
 
 
 def _norm_order(args, name):
@@ -196,8 +207,10 @@ def dispatch(cls, func, args, kwargs):
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
-    if name in ("max", "min") and args:
+    if name in _METHODS and args:
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
+    if name in _COMPOSED:
+        return getattr(functional, name)(*args, **kwargs)
     if name == "split":
         return cls._coerce(args[0]).split(*args[1:], **kwargs)
     if not is_op(name):
