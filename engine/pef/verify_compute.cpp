@@ -192,16 +192,22 @@ void verify_kernels(const ProgramDesc& p) {
       corrupt("{}: fusion code {} is not a fusion class", label, static_cast<int>(kd.fusion));
     if (kd.ops.empty()) corrupt("{}: has no ops", label);
     int64_t stamp = static_cast<int64_t>(k) + 1;
-    for (size_t i = 0; i < kd.reads.size(); ++i) {
-      check_index(kd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i),
-                  "tensors");
-      marks.read[static_cast<size_t>(kd.reads[i])] = stamp;
-    }
-    for (size_t i = 0; i < kd.writes.size(); ++i) {
-      check_index(kd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
-                  "tensors");
-      marks.write[static_cast<size_t>(kd.writes[i])] = stamp;
-    }
+    // Each tensor once per list: the runtime orders kernels by their
+    // accesses, and repeats would only multiply that work.
+    auto mark = [&](const std::vector<int32_t>& list, std::vector<int64_t>& marked,
+                    std::string_view field) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        check_index(list[i], p.tensors.size(), false, label, fmt::format("{}[{}]", field, i),
+                    "tensors");
+        int64_t& m = marked[static_cast<size_t>(list[i])];
+        if (m == stamp)
+          corrupt("{}: {}[{}] lists {} again; a kernel lists each tensor it {} once", label, field,
+                  i, tensor_label(p, list[i]), field == "reads" ? "reads" : "writes");
+        m = stamp;
+      }
+    };
+    mark(kd.reads, marks.read, "reads");
+    mark(kd.writes, marks.write, "writes");
     for (size_t o = 0; o < kd.ops.size(); ++o)
       check_op_call(p, kd.ops[o], marks, stamp,
                     fmt::format("{} op {} '{}'", label, o, kd.ops[o].op));
@@ -263,6 +269,7 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
                   "tensors");
   }
+  std::vector<size_t> called_by(p.sections.size(), SIZE_MAX);
   for (size_t c = 0; c < p.schedule.size(); ++c) {
     const CallDesc& cd = p.schedule[c];
     std::string label = fmt::format("schedule call {} (id {})", c, cd.id);
@@ -272,6 +279,13 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       corrupt("{}: call id {} is not its position {} (call ids are 0..{} in order)", label, cd.id,
               c, p.schedule.size() - 1);
     check_index(cd.section, p.sections.size(), false, label, "section", "sections");
+    // A graph mapped spatially runs its scheduled sections as one unit:
+    // calling a section twice would repeat its kernels in it.
+    const size_t s = static_cast<size_t>(cd.section);
+    if (called_by[s] != SIZE_MAX)
+      corrupt("{}: calls section {} '{}' again (call {}); the schedule calls each section once",
+              label, s, p.sections[s].name, called_by[s]);
+    called_by[s] = c;
   }
 }
 

@@ -1,6 +1,8 @@
 #include "engine/runtime/program.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "engine/core/error.h"
 
@@ -11,8 +13,6 @@ namespace {
 struct ByteRange {
   int32_t space;  // mem type * 2 + (activation ? 1 : 0)
   uint64_t lo, hi;
-  bool overlaps(const ByteRange& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
-  bool covers(const ByteRange& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
 };
 
 struct Access {
@@ -87,27 +87,53 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
     const int32_t space = static_cast<int32_t>(base.mem) * 2 + (pef::in_activation_area(base.role) ? 1 : 0);
     return ByteRange{space, base.arena_offset, base.arena_offset + std::max<uint64_t>(base.nbytes, 1)};
   };
+  // Earlier accesses still relevant to later kernels, one entry per byte
+  // range (many kernels reading one weight share it), ordered by where the
+  // range starts. A write that covers an earlier range makes its entry
+  // redundant: whoever comes later and conflicts with it also conflicts
+  // with the covering write, which depends on it. Each kernel looks only at
+  // the ranges that can reach its own, so the work grows with the accesses
+  // and edges, not with kernels times accesses.
+  struct Kernels {
+    std::vector<int32_t> readers, writers;  // local indices
+  };
+  using Key = std::tuple<int32_t, uint64_t, uint64_t>;  // space, lo, hi
+  std::map<Key, Kernels> live;
+  uint64_t longest[2 * pef::kNumMemTypes] = {};
   std::vector<std::vector<int32_t>> preds(kernels.size());
-  // Earlier accesses still relevant to later kernels. A write that covers
-  // an earlier access makes it redundant: whoever comes later and conflicts
-  // with it also conflicts with the covering write, which depends on it.
-  std::vector<Access> live;
+  std::vector<Access> mine;
   for (size_t j = 0; j < kernels.size(); ++j) {
     const auto& kd = desc_.kernels[static_cast<size_t>(kernels[j])];
-    std::vector<Access> mine;
+    mine.clear();
     for (int32_t t : kd.reads) mine.push_back({range_of(t), static_cast<int32_t>(j), false});
     for (int32_t t : kd.writes) mine.push_back({range_of(t), static_cast<int32_t>(j), true});
     std::vector<int32_t>& p = preds[j];
-    for (const Access& a : mine)
-      for (const Access& r : live)
-        if ((a.write || r.write) && r.kernel != a.kernel && a.range.overlaps(r.range)) p.push_back(r.kernel);
+    for (const Access& a : mine) {
+      const ByteRange& r = a.range;
+      const uint64_t reach = longest[r.space];
+      for (auto it = live.lower_bound({r.space, r.lo > reach ? r.lo - reach : 0, 0});
+           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi; ++it) {
+        if (std::get<2>(it->first) <= r.lo) continue;
+        p.insert(p.end(), it->second.writers.begin(), it->second.writers.end());
+        if (a.write) p.insert(p.end(), it->second.readers.begin(), it->second.readers.end());
+      }
+    }
     std::sort(p.begin(), p.end());
     p.erase(std::unique(p.begin(), p.end()), p.end());
-    for (const Access& a : mine)
-      if (a.write)
-        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& r) { return a.range.covers(r.range); }),
-                   live.end());
-    live.insert(live.end(), mine.begin(), mine.end());
+    for (const Access& a : mine) {
+      if (!a.write) continue;
+      const ByteRange& r = a.range;
+      for (auto it = live.lower_bound({r.space, r.lo, 0});
+           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi;)
+        it = std::get<2>(it->first) <= r.hi ? live.erase(it) : std::next(it);
+    }
+    for (const Access& a : mine) {
+      const ByteRange& r = a.range;
+      Kernels& k = live[{r.space, r.lo, r.hi}];
+      std::vector<int32_t>& list = a.write ? k.writers : k.readers;
+      if (list.empty() || list.back() != a.kernel) list.push_back(a.kernel);
+      longest[r.space] = std::max(longest[r.space], r.hi - r.lo);
+    }
   }
   return preds;
 }

@@ -334,6 +334,17 @@ std::vector<Mutation> mutations() {
       {"binding an attribute twice",
        [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings.push_back({"p", 2}); },
        "kernel 2 'dropout_0' op 0 'dropout': attribute 'p' is bound to an argin twice"},
+      {"kernel reading a tensor twice",
+       [](ProgramDesc& p) { kernel(p, "loss").reads.push_back(kernel(p, "loss").reads[0]); },
+       "kernel 3 'loss': reads[2] lists tensor 19 'dropped' again; a kernel lists each tensor it "
+       "reads once"},
+      {"kernel writing a tensor twice",
+       [](ProgramDesc& p) { kernel(p, "loss").writes.push_back(kernel(p, "loss").writes[0]); },
+       "kernel 3 'loss': writes[1] lists tensor 12 'loss' again"},
+      {"schedule calling a section twice",
+       [](ProgramDesc& p) { p.schedule.push_back({5, 4}); },
+       "schedule call 5 (id 5): calls section 4 'predict_fwd' again (call 4); the schedule calls "
+       "each section once"},
       {"section listing a kernel twice",
        [](ProgramDesc& p) { p.sections[1].kernels.push_back(p.sections[1].kernels[1]); },
        "section 1 'fwd': kernels[4] is kernel 1 again (kernels[1]); a section runs a kernel once"},
