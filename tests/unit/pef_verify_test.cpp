@@ -3,8 +3,10 @@
 // message naming the field and the index. Hand-built FlatBuffers cover what
 // the writer never produces: zip bombs, shared-table bombs, unknown kinds.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 
@@ -336,7 +338,7 @@ std::vector<Mutation> mutations() {
        "kernel 2 'dropout_0' op 0 'dropout': attribute 'p' is bound to an argin twice"},
       {"kernel reading a tensor twice",
        [](ProgramDesc& p) { kernel(p, "loss").reads.push_back(kernel(p, "loss").reads[0]); },
-       "kernel 3 'loss': reads[2] lists tensor 19 'dropped' again; a kernel lists each tensor it "
+       "kernel 3 'loss': reads[2] lists tensor 18 'dropped' again; a kernel lists each tensor it "
        "reads once"},
       {"kernel writing a tensor twice",
        [](ProgramDesc& p) { kernel(p, "loss").writes.push_back(kernel(p, "loss").writes[0]); },
@@ -414,21 +416,25 @@ using flatbuffers::FlatBufferBuilder;
 
 // A minimal program holding one blob with the fields given directly, and
 // (when `attach`) one Constant tensor of `nbytes` bytes taking its contents.
+// `plan_bytes` is the memory plan's size (by default the tensor's); `copies`
+// repeats the blob.
 std::vector<uint8_t> one_blob_file(uint64_t nbytes, uint64_t declared,
                                    const std::vector<uint8_t>& stored, fb::Compression compression,
-                                   uint64_t checksum, bool attach = true) {
+                                   uint64_t checksum, bool attach = true,
+                                   uint64_t plan_bytes = UINT64_MAX, int copies = 1) {
   FlatBufferBuilder fbb;
-  auto data = fbb.CreateVector(stored);
-  auto blob = fb::CreateBlob(fbb, compression, declared, checksum, data);
+  std::vector<flatbuffers::Offset<fb::Blob>> blobs;
+  for (int i = 0; i < copies; ++i)
+    blobs.push_back(fb::CreateBlob(fbb, compression, declared, checksum, fbb.CreateVector(stored)));
+  if (plan_bytes == UINT64_MAX) plan_bytes = nbytes;
   std::vector<int64_t> shape = {static_cast<int64_t>(nbytes)};
   auto tensor =
       fb::CreateTensorDirect(fbb, "c", fb::DType::UInt8, &shape, fb::TensorRole::Constant,
                              fb::MemType::DDR, 0, nbytes, nullptr, -1, nullptr, 0, attach ? 0 : -1);
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {tensor};
-  std::vector<flatbuffers::Offset<fb::Blob>> blobs = {blob};
-  uint64_t arenas[3] = {nbytes, 0, 0};
+  uint64_t arenas[3] = {plan_bytes, 0, 0};
   auto arena_v = fbb.CreateVector(arenas, 3);
-  auto memory = fb::CreateMemoryPlan(fbb, arena_v, nbytes, 0);
+  auto memory = fb::CreateMemoryPlan(fbb, arena_v, plan_bytes, 0);
   auto root =
       fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "one_blob", 1, &tensors,
                               nullptr, nullptr, nullptr, nullptr, &blobs, nullptr, nullptr, memory);
@@ -498,6 +504,61 @@ TEST(PefCrafted, HugeDeclaredSizeCostsNothing) {
       one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw), false));
   ASSERT_EQ(p.blobs.size(), 1u);
   EXPECT_TRUE(p.blobs[0].data.empty());
+}
+
+// One zstd frame of `n` zeros, compressed in pieces so that neither the
+// test nor the frame holds more than a few MiB.
+std::vector<uint8_t> zeros_frame(uint64_t n) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  const std::vector<uint8_t> piece(1u << 20, 0);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> buf(ZSTD_CStreamOutSize());
+  for (uint64_t done = 0; done < n;) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(piece.size(), n - done));
+    done += len;
+    ZSTD_inBuffer in{piece.data(), len, 0};
+    const ZSTD_EndDirective mode = done == n ? ZSTD_e_end : ZSTD_e_continue;
+    for (bool finished = false; !finished;) {
+      ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+      const size_t left = ZSTD_compressStream2(cctx, &ob, &in, mode);
+      EXPECT_FALSE(ZSTD_isError(left));
+      out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(ob.pos));
+      finished = ZSTD_isError(left) || (mode == ZSTD_e_end ? left == 0 : in.pos == in.size);
+    }
+  }
+  ZSTD_freeCCtx(cctx);
+  return out;
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// A 1 GiB frame of zeros takes a few dozen KiB: attached to a tensor of a
+// plan far smaller, it is refused from the sizes, before any decompression.
+TEST(PefCrafted, ZstdBombPastTheMemoryPlanIsRefusedUndecoded) {
+  const uint64_t gib = uint64_t{1} << 30;
+  const std::vector<uint8_t> frame = zeros_frame(gib);
+  ASSERT_LT(frame.size(), 256u << 10);
+  const long before = peak_rss_kib();
+  EXPECT_HAS(refusal(one_blob_file(gib, gib, frame, fb::Compression::Zstd, 0, true, 1u << 20)),
+             "blobs: the blobs tensors use decode to more than the memory plan's peak of 1048576 "
+             "bytes (blob 0 of 1073741824 bytes, for tensor 0 'c', goes past it)");
+  EXPECT_LT(peak_rss_kib() - before, 256 << 10) << "KiB more at the peak";
+}
+
+// Blobs no tensor uses are never decompressed, however much they declare.
+TEST(PefCrafted, UnusedZstdBombsAreNotDecoded) {
+  const uint64_t half_gib = uint64_t{1} << 29;
+  const std::vector<uint8_t> frame = zeros_frame(half_gib);
+  const long before = peak_rss_kib();
+  ProgramDesc p = parse_pef(one_blob_file(1000, half_gib, frame, fb::Compression::Zstd, 0, false,
+                                          UINT64_MAX, 4));
+  ASSERT_EQ(p.blobs.size(), 4u);
+  for (const BlobDesc& b : p.blobs) EXPECT_TRUE(b.data.empty());
+  EXPECT_LT(peak_rss_kib() - before, 256 << 10) << "KiB more at the peak";
 }
 
 TEST(PefCrafted, DamagedZstdFrames) {
