@@ -91,9 +91,9 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
   // range (many kernels reading one weight share it), ordered by where the
   // range starts. A write that covers an earlier range makes its entry
   // redundant: whoever comes later and conflicts with it also conflicts
-  // with the covering write, which depends on it. Each kernel looks only at
-  // the ranges that can reach its own, so the work grows with the accesses
-  // and edges, not with kernels times accesses.
+  // with the covering write, which depends on it. Each access looks only at
+  // the ranges starting less than the longest range's length before it, not
+  // at every earlier access: kernels reading one weight cost one entry.
   struct Kernels {
     std::vector<int32_t> readers, writers;  // local indices
   };
