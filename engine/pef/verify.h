@@ -17,7 +17,7 @@ namespace samba::pef {
 // inputs of ops that read strides; argin bindings naming a run-time
 // attribute of the op, once, and an argin of its kind and a fitting type;
 // kernels' reads/writes covering their ops' tensors, each listed once;
-// sections (each kernel once), the schedule (each section once) and graphs
+// sections (each kernel in one section, once), the schedule (each section once) and graphs
 // referring to what exists with the right roles; micro-batched sections
 // touching only batch buffers held for their micro-batch count; blobs
 // holding exactly their tensors' bytes; materializers well formed. The

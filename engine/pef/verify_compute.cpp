@@ -253,12 +253,17 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
     for (size_t i = 0; i < sd.kernels.size(); ++i) {
       check_index(sd.kernels[i], p.kernels.size(), false, label, fmt::format("kernels[{}]", i),
                   "kernels");
-      // A kernel's arguments are one set per program: two places of one
-      // section could run it concurrently on them.
+      // A kernel's arguments are one set per run: two places of one
+      // section, or of two sections a spatial graph runs as one unit,
+      // could run it concurrently on them.
       const size_t k = static_cast<size_t>(sd.kernels[i]);
       if (listed_in[k] == s)
         corrupt("{}: kernels[{}] is kernel {} again (kernels[{}]); a section runs a kernel once",
                 label, i, k, listed_at[k]);
+      if (listed_in[k] != SIZE_MAX)
+        corrupt("{}: kernels[{}] is kernel {} '{}', already in section {} '{}'; a kernel belongs "
+                "to one section", label, i, k, p.kernels[k].name, listed_in[k],
+                p.sections[listed_in[k]].name);
       listed_in[k] = s;
       listed_at[k] = i;
     }

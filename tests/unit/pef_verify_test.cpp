@@ -347,6 +347,10 @@ std::vector<Mutation> mutations() {
        [](ProgramDesc& p) { p.schedule.push_back({5, 4}); },
        "schedule call 5 (id 5): calls section 4 'predict_fwd' again (call 4); the schedule calls "
        "each section once"},
+      {"kernel in two sections",
+       [](ProgramDesc& p) { p.sections[4].kernels.push_back(p.sections[1].kernels[0]); },
+       "section 4 'predict_fwd': kernels[1] is kernel 0 'gemm1_tanh', already in section 1 'fwd'; "
+       "a kernel belongs to one section"},
       {"section listing a kernel twice",
        [](ProgramDesc& p) { p.sections[1].kernels.push_back(p.sections[1].kernels[1]); },
        "section 1 'fwd': kernels[4] is kernel 1 again (kernels[1]); a section runs a kernel once"},
