@@ -152,23 +152,27 @@ void Program::build_section(const pef::SectionDesc& sd) {
 }
 
 void Program::build_units() {
-  unit_of_graph_.assign(desc_.graphs.size(), -1);
-  for (size_t g = 0; g < desc_.graphs.size(); ++g) {
-    const auto& gd = desc_.graphs[g];
-    if (gd.mapping != pef::Mapping::Spatial) continue;
-    SectionPlan u;
+  // One pass over the schedule gathers every spatial graph's kernels in
+  // call order (a pass per graph would cost graphs times calls).
+  const size_t n = desc_.graphs.size();
+  unit_of_graph_.assign(n, -1);
+  std::vector<SectionPlan> drafts(n);
+  std::vector<bool> micro(n, false);
+  for (const auto& c : desc_.schedule) {
+    const SectionPlan& sp = sections_[static_cast<size_t>(c.section)];
+    const size_t g = static_cast<size_t>(sp.graph);
+    if (desc_.graphs[g].mapping != pef::Mapping::Spatial) continue;
+    micro[g] = micro[g] || sp.micro_batched;
+    drafts[g].kernels.insert(drafts[g].kernels.end(), sp.kernels.begin(), sp.kernels.end());
+    drafts[g].writes_state |= sp.writes_state;
+  }
+  for (size_t g = 0; g < n; ++g) {
+    SectionPlan& u = drafts[g];
+    if (desc_.graphs[g].mapping != pef::Mapping::Spatial) continue;
+    if (micro[g] || u.kernels.empty()) continue;  // micro-batches stream section by section
     u.id = -1;
-    u.name = gd.name + "_spatial";
+    u.name = desc_.graphs[g].name + "_spatial";
     u.graph = static_cast<int32_t>(g);
-    bool micro = false;
-    for (const auto& c : desc_.schedule) {
-      const SectionPlan& sp = sections_[static_cast<size_t>(c.section)];
-      if (sp.graph != static_cast<int32_t>(g)) continue;
-      micro |= sp.micro_batched;
-      u.kernels.insert(u.kernels.end(), sp.kernels.begin(), sp.kernels.end());
-      u.writes_state |= sp.writes_state;
-    }
-    if (micro || u.kernels.empty()) continue;  // micro-batches stream section by section
     u.preds = dependencies(u.kernels);
     unit_of_graph_[g] = static_cast<int32_t>(units_.size());
     units_.push_back(std::move(u));

@@ -146,6 +146,28 @@ TEST(PefBoundedLoad, ManyKernelsReadingOneWeight) {
   expect_loads_in_bounded_time(b.finish());
 }
 
+// Many graphs mapped spatially, each with one section: gathering each
+// graph's unit must not walk the whole schedule once per graph (each
+// graph is small, so this file has twice as many).
+TEST(PefBoundedLoad, ManySpatialGraphs) {
+  sample::ProgramBuilder b("many_graphs");
+  for (int i = 0; i < 2 * kRepeats; ++i) {
+    const int32_t y = b.tensor(fmt::format("y{}", i), TensorRole::Output, DType::Float32, {2});
+    const int32_t k =
+        b.kernel(fmt::format("k{}", i), Fusion::Creation,
+                 {sample::ProgramBuilder::op("zeros", {}, {y}, {{"shape", std::vector<int64_t>{2}}})});
+    const int32_t s = b.section(i, fmt::format("s{}", i), SectionType::FWD, i, {k});
+    b.call(i, s);
+    GraphDesc& g = b.graph(fmt::format("g{}", i));
+    g.outputs = {y};
+    g.output_grads = {-1};
+    g.sections = {s};
+    g.mapping = Mapping::Spatial;
+    g.inference = true;
+  }
+  expect_loads_in_bounded_time(b.finish());
+}
+
 TEST(PefBoundedLoad, OpCallWithManyAttributes) {
   ProgramDesc p = sample::resffn_program();
   Attrs& attrs = p.kernels[0].ops[0].attrs;
