@@ -101,6 +101,21 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
   std::map<Key, Kernels> live;
   uint64_t longest[2 * pef::kNumMemTypes] = {};
   std::vector<std::vector<int32_t>> preds(kernels.size());
+  // Byte ranges that overlap in part without covering each other (reused
+  // intermediates) can still make every kernel meet every earlier one. The
+  // list's order is valid to run sequentially, so past a budget linear in
+  // the accesses the kernels simply run in order, one after the other.
+  uint64_t budget = 4096;
+  for (int32_t k : kernels) {
+    const auto& kd = desc_.kernels[static_cast<size_t>(k)];
+    budget += 64 * (1 + kd.reads.size() + kd.writes.size());
+  }
+  uint64_t work = 0;
+  auto in_order = [&] {
+    for (size_t j = 0; j < preds.size(); ++j)
+      preds[j] = j == 0 ? std::vector<int32_t>{} : std::vector<int32_t>{static_cast<int32_t>(j - 1)};
+    return std::move(preds);
+  };
   std::vector<Access> mine;
   for (size_t j = 0; j < kernels.size(); ++j) {
     const auto& kd = desc_.kernels[static_cast<size_t>(kernels[j])];
@@ -113,10 +128,13 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
       const uint64_t reach = longest[r.space];
       for (auto it = live.lower_bound({r.space, r.lo > reach ? r.lo - reach : 0, 0});
            it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi; ++it) {
+        ++work;
         if (std::get<2>(it->first) <= r.lo) continue;
         p.insert(p.end(), it->second.writers.begin(), it->second.writers.end());
         if (a.write) p.insert(p.end(), it->second.readers.begin(), it->second.readers.end());
+        work += it->second.writers.size() + (a.write ? it->second.readers.size() : 0);
       }
+      if (work > budget) return in_order();
     }
     std::sort(p.begin(), p.end());
     p.erase(std::unique(p.begin(), p.end()), p.end());
@@ -124,8 +142,9 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
       if (!a.write) continue;
       const ByteRange& r = a.range;
       for (auto it = live.lower_bound({r.space, r.lo, 0});
-           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi;)
+           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi; ++work)
         it = std::get<2>(it->first) <= r.hi ? live.erase(it) : std::next(it);
+      if (work > budget) return in_order();
     }
     for (const Access& a : mine) {
       const ByteRange& r = a.range;

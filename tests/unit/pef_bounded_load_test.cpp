@@ -146,6 +146,29 @@ TEST(PefBoundedLoad, ManyKernelsReadingOneWeight) {
   expect_loads_in_bounded_time(b.finish());
 }
 
+// Intermediates that each overlap all the earlier ones in part (the bytes
+// an arena reuses) without covering any: every kernel conflicts with every
+// earlier one, and ordering them pairwise would take their count squared
+// in time and memory.
+TEST(PefBoundedLoad, KernelsWritingOverlappingIntermediates) {
+  sample::ProgramBuilder b("overlaps");
+  const int64_t n = kRepeats;
+  std::vector<int32_t> kernels;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t t = b.intermediate(fmt::format("t{}", i), DType::Float32, {n},
+                                     static_cast<uint64_t>(i) * 4);
+    kernels.push_back(b.kernel(
+        fmt::format("k{}", i), Fusion::Creation,
+        {sample::ProgramBuilder::op("zeros", {}, {t}, {{"shape", std::vector<int64_t>{n}}})}));
+  }
+  const int32_t s = b.section(0, "fwd", SectionType::FWD, 0, kernels);
+  b.call(0, s);
+  GraphDesc& g = b.graph("overlaps");
+  g.sections = {s};
+  g.inference = true;
+  expect_loads_in_bounded_time(b.finish());
+}
+
 // Many graphs mapped spatially, each with one section: gathering each
 // graph's unit must not walk the whole schedule once per graph (each
 // graph is small, so this file has twice as many).
