@@ -159,7 +159,7 @@ def test_run_arguments_are_refused_as_eager_ones_are(tmp_path):
     nan = float("nan")
     for name, value, words in [("lr", nan, "argin 'lr' must be >= 0, got nan"),
                                ("lr", float("inf"), "argin 'lr' must be >= 0"),
-                               ("momentum", -1.0, "argin 'momentum' must be >= 0"),
+                               ("weight_decay", -1.0, "argin 'weight_decay' must be >= 0"),
                                (rate, 5.0, "must be in [0, 1], got 5"),
                                (rate, nan, "must be in [0, 1], got nan"),
                                (seed, 1e300, "must be an integer in [-2^63, 2^63), got 1e+300"),
