@@ -1,6 +1,7 @@
 #include "engine/runtime/program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -30,8 +31,18 @@ void Program::release_blobs() {
 Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   for (size_t i = 0; i < desc_.tensors.size(); ++i) tensor_by_name_[desc_.tensors[i].name] = static_cast<int32_t>(i);
   for (size_t i = 0; i < desc_.argins.size(); ++i) argin_by_name_[desc_.argins[i].name] = static_cast<int32_t>(i);
+  argin_specs_.resize(desc_.argins.size());
   kernels_.reserve(desc_.kernels.size());
   for (const auto& kd : desc_.kernels) build_kernel(kd);
+  // A default the schema refuses would reach the kernels on the first run,
+  // as set_argin would never let a user value do.
+  for (size_t a = 0; a < desc_.argins.size(); ++a) {
+    try {
+      check_argin(static_cast<int32_t>(a), desc_.argins[a].default_value);
+    } catch (const Error& e) {
+      fail(Status::CorruptFile, "PEF: the default of {}", e.what());
+    }
+  }
   for (const auto& sd : desc_.sections) build_section(sd);
   build_units();
 }
@@ -44,6 +55,19 @@ int32_t Program::find_tensor(std::string_view name) const {
 int32_t Program::find_argin(std::string_view name) const {
   auto it = argin_by_name_.find(std::string(name));
   return it == argin_by_name_.end() ? -1 : it->second;
+}
+
+AttrValue Program::check_argin(int32_t a, const AttrValue& v) const {
+  const std::string& name = desc_.argins.at(static_cast<size_t>(a)).name;
+  const auto& specs = argin_specs_[static_cast<size_t>(a)];
+  // Unbound argins feed no kernel; a finite number keeps them readable.
+  const double* x = std::get_if<double>(&v);
+  SAMBA_CHECK(!specs.empty() || std::holds_alternative<int64_t>(v) || (x && std::isfinite(*x)),
+              Status::InvalidArgument, "argin '{}' takes a finite number, got {}", name,
+              attr_value_str(v));
+  AttrValue checked = v;
+  for (const AttrSpec* spec : specs) checked = check_attr_value(*spec, v, "argin", name);
+  return checked;
 }
 
 int32_t Program::root(int32_t t) const {
@@ -70,7 +94,10 @@ void Program::build_kernel(const pef::KernelDesc& kd) {
     const auto& items = s.attrs.items();
     for (const auto& b : call.bindings)
       for (size_t i = 0; i < items.size(); ++i)
-        if (items[i].first == b.attr) s.bound.push_back({i, b.argin});
+        if (items[i].first == b.attr) {
+          s.bound.push_back({i, b.argin});
+          argin_specs_.at(static_cast<size_t>(b.argin)).push_back(s.op->find_attr(b.attr));
+        }
     for (size_t i = 0; i < items.size(); ++i) {
       const AttrSpec* spec = s.op->find_attr(items[i].first);
       if (spec && spec->role == AttrRole::RngOffset) s.rng_offset_attr = static_cast<int32_t>(i);
