@@ -2,7 +2,9 @@
 // arena per memory type (DDR, HBM, HOST), laid out by the PEF's memory plan,
 // so moving data between a host tensor and a device tensor is a real copy,
 // as on hardware. Arenas are anonymous mappings: their pages are zero until
-// written and cost nothing until touched.
+// written and cost nothing until touched. Each lies between two guard pages,
+// its end against the second, so an access past either end faults (and,
+// under ASan, is reported from the first byte past the end).
 #pragma once
 
 #include <cstddef>
@@ -29,8 +31,12 @@ class DeviceArena {
   size_t size() const { return size_; }
 
  private:
+  void release() noexcept;
+
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  std::byte* mapping_ = nullptr;  // the guard pages included
+  size_t mapped_size_ = 0;
 };
 
 // One area (state or activation) of every memory type.
