@@ -3,11 +3,18 @@
 // so moving data between a host tensor and a device tensor is a real copy,
 // as on hardware. Arenas are anonymous mappings: their pages are zero until
 // written and cost nothing until touched.
+//
+// Under AddressSanitizer every arena is fenced: poisoned redzones before and
+// after it, and every byte of it that no planned buffer covers (alignment
+// gaps, the tail of the last page) poisoned too, so a kernel that reads or
+// writes outside the buffers the plan gave it is reported where it does so.
+// In other builds the fence costs nothing (the calls compile to nothing).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/core/tensor.h"
@@ -28,6 +35,11 @@ class DeviceArena {
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Under AddressSanitizer: makes only `used` (offset, byte count) extents of
+  // the arena addressable; everything else in it is poisoned. Extents are
+  // clipped to the arena. Does nothing in other builds.
+  void fence_outside(const std::vector<std::pair<uint64_t, uint64_t>>& used) const;
+
  private:
   std::byte* data_ = nullptr;
   size_t size_ = 0;
@@ -41,6 +53,10 @@ class DeviceMemory {
   explicit DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]);
   std::byte* base(pef::MemType m) const { return arenas_[static_cast<int>(m)].data(); }
   size_t size(pef::MemType m) const { return arenas_[static_cast<int>(m)].size(); }
+  // Fences each arena to the root tensors of `program` that live in it:
+  // the activation area's tensors when `activation`, the state area's
+  // otherwise (see DeviceArena::fence_outside). Nothing in other builds.
+  void fence_to_plan(const pef::ProgramDesc& program, bool activation) const;
 
  private:
   DeviceArena arenas_[pef::kNumMemTypes];
