@@ -3,8 +3,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
-
 #include <utility>
 
 #include "engine/core/error.h"
@@ -76,12 +76,15 @@ DeviceArena::DeviceArena(size_t nbytes) : size_(nbytes) {
   }
   const size_t used = round_up(nbytes, kArenaAlignment);
   data_ = mapping_ + page + (body - used);
+  poison(mapping_ + page, body - used);
   poison(data_ + nbytes, used - nbytes);
 }
 
 void DeviceArena::release() noexcept {
   if (!mapping_) return;
-  unpoison(data_ + size_, round_up(size_, kArenaAlignment) - size_);
+  // Shadow memory outlives the mapping: a later mapping at this address
+  // must not inherit the fence.
+  unpoison(mapping_, mapped_size_);
   munmap(mapping_, mapped_size_);
   mapping_ = data_ = nullptr;
   mapped_size_ = size_ = 0;
@@ -106,8 +109,32 @@ DeviceArena& DeviceArena::operator=(DeviceArena&& o) noexcept {
   return *this;
 }
 
+void DeviceArena::fence_outside([[maybe_unused]] const std::vector<std::pair<uint64_t, uint64_t>>& used) const {
+#if SAMBA_ARENA_ASAN
+  if (!data_) return;
+  poison(data_, size_);
+  // ASan tracks 8-byte granules: an extent unpoisons its granules whole, so
+  // a gap shorter than a granule next to a buffer stays addressable.
+  for (auto [offset, nbytes] : used) {
+    if (offset >= size_ || nbytes == 0) continue;
+    unpoison(data_ + offset, std::min<uint64_t>(nbytes, size_ - offset));
+  }
+#endif
+}
+
 DeviceMemory::DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]) {
   for (int m = 0; m < pef::kNumMemTypes; ++m) arenas_[m] = DeviceArena(bytes[m]);
+}
+
+void DeviceMemory::fence_to_plan([[maybe_unused]] const pef::ProgramDesc& program,
+                                 [[maybe_unused]] bool activation) const {
+#if SAMBA_ARENA_ASAN
+  std::vector<std::pair<uint64_t, uint64_t>> used[pef::kNumMemTypes];
+  for (const auto& t : program.tensors)
+    if (t.role != pef::TensorRole::Alias && pef::in_activation_area(t.role) == activation)
+      used[static_cast<int>(t.mem)].emplace_back(t.arena_offset, t.nbytes);
+  for (int m = 0; m < pef::kNumMemTypes; ++m) arenas_[m].fence_outside(used[m]);
+#endif
 }
 
 Tensor device_view(const DeviceMemory& memory, const pef::TensorDesc& t) {

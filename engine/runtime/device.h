@@ -5,6 +5,12 @@
 // written and cost nothing until touched. Each lies between two guard pages,
 // its end against the second, so an access past either end faults (and,
 // under ASan, is reported from the first byte past the end).
+//
+// Under AddressSanitizer an arena is also fenced to the memory plan: every
+// byte of it that no planned buffer covers (alignment gaps, the slack before
+// its start) is poisoned, so a kernel that reads or writes outside the
+// buffers the plan gave it is reported where it does so, even inside the
+// arena. In other builds the fence compiles to nothing.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +36,11 @@ class DeviceArena {
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Under AddressSanitizer: makes only the `used` (offset, byte count)
+  // extents of the arena addressable; everything else in it is poisoned.
+  // Extents are clipped to the arena. Does nothing in other builds.
+  void fence_outside(const std::vector<std::pair<uint64_t, uint64_t>>& used) const;
+
  private:
   void release() noexcept;
 
@@ -47,6 +58,10 @@ class DeviceMemory {
   explicit DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]);
   std::byte* base(pef::MemType m) const { return arenas_[static_cast<int>(m)].data(); }
   size_t size(pef::MemType m) const { return arenas_[static_cast<int>(m)].size(); }
+  // Fences each arena to the root tensors of `program` that live in it:
+  // the activation area's tensors when `activation`, the state area's
+  // otherwise (see DeviceArena::fence_outside). Nothing in other builds.
+  void fence_to_plan(const pef::ProgramDesc& program, bool activation) const;
 
  private:
   DeviceArena arenas_[pef::kNumMemTypes];

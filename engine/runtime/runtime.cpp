@@ -37,6 +37,7 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
       pool_(pool),
       profiler_(profiler),
       state_(program_->desc().memory.arena_bytes) {
+  state_.fence_to_plan(program_->desc(), /*activation=*/false);
   for (const auto& a : program_->desc().argins) argins_.push_back(a.default_value);
   for (const auto& k : program_->kernels())
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
