@@ -1,5 +1,5 @@
-// INTEGRATION POINT for structure-aware PEF mutations (tests/pef_mutate):
-// with SAMBA_PEF_MUTATOR defined and mutate_pef linked in, the libFuzzer
+// Structure-aware PEF mutations (tests/pef_mutate): with SAMBA_PEF_MUTATOR
+// defined and samba_pef_mutate linked in, the libFuzzer
 // binaries of the PEF targets mutate through the FlatBuffers fields (edits
 // that keep the file parseable, so inputs get past the reader to the
 // verifier and the runtime) three times out of four, and byte-wise
