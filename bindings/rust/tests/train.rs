@@ -1,7 +1,7 @@
 //! Compiles a two-layer network with SGD (momentum), loads it, runs training
 //! steps, and checks every step's loss against the same training done
 //! eagerly through the library's ops and autograd; plus errors as values.
-use samba::{op1, Attrs, Optimizer, Session, Tensor};
+use samba::{op1, Attrs, CompileOptions, Optimizer, Session, Tensor};
 
 const LR: f64 = 0.2;
 const MOMENTUM: f64 = 0.9;
@@ -80,13 +80,14 @@ fn compiled_training_matches_eager_training() {
     let session = Session::new(2).unwrap();
     let pef = std::env::temp_dir().join(format!("rust_ffn_{}.pef", std::process::id()));
     let pef = pef.to_str().unwrap();
-    session.compile(&model, &[&x, &y], &[&sgd], pef, &[0]).unwrap();
-    let outs = session.trace_graph(&model, &[&x, &y], &[&sgd], pef).unwrap();
+    let options = CompileOptions::new().unwrap().pef_path(pef).unwrap().loss_indices(&[0]).unwrap();
+    session.compile(&model, &[&x, &y], &[&sgd], &options).unwrap();
+    let outs = session.trace_graph(&model, &[&x, &y], &[&sgd], pef, None).unwrap();
     assert_eq!(outs.len(), 1);
 
     let want = eager_losses(20);
     for (step, w) in want.iter().enumerate() {
-        let got = session.run(&[&x, &y], &outs, &[]).unwrap()[0].item().unwrap();
+        let got = session.run(&[&x, &y], &outs, None).unwrap()[0].item().unwrap();
         assert!((got - w).abs() <= 1e-5 * w.abs().max(1.0), "step {step}: compiled {got}, eager {w}");
     }
     assert!(want[19] < 0.8 * want[0], "training did not lower the loss: {want:?}");
@@ -108,14 +109,18 @@ fn errors_are_values_with_the_status_and_message() {
     // A model returning an error fails the compile with its message.
     let session = Session::new(1).unwrap();
     let broken = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> {
-        Err(samba::Error { status: 1, status_name: String::new(), message: "layer 3 is missing".into() })
+        Err(samba::Error::new(samba::sys::SAMBA_ERR_NOT_FOUND, "layer 3 is missing"))
     };
-    let e = session.compile(&broken, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
+    let nowhere = CompileOptions::new().unwrap().pef_path("/nonexistent/never.pef").unwrap();
+    let e = session.compile(&broken, &[&a], &[], &nowhere).err().unwrap();
     assert!(e.message.contains("layer 3 is missing"), "{e}");
+    assert_eq!(e.status_name, "SAMBA_ERR_NOT_FOUND", "the model's status is the compile's");
     // A panicking model is caught at the boundary.
     let panics = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> { panic!("boom") };
-    let e = session.compile(&panics, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
-    assert!(e.message.contains("panicked"), "{e}");
+    let e = session.compile(&panics, &[&a], &[], &nowhere).err().unwrap();
+    assert!(e.message.contains("panicked") && e.message.contains("boom"), "{e}");
+    // A name with a NUL byte cannot reach C and is refused, not truncated.
+    assert_eq!(a.set_name("x\0y").err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
 }
 
 #[test]
