@@ -20,13 +20,12 @@ fn main() {
             SAMBA_VERSIONS.start, SAMBA_VERSIONS.end
         )),
     };
-    let header_dir = library
-        .include_paths
-        .iter()
-        .find(|dir| dir.join("samba.h").is_file())
-        .unwrap_or_else(|| {
-            fail(&format!("pkg-config's samba.pc names include directories {:?}, none of which has samba.h", library.include_paths))
-        });
+    let header_dir = library.include_paths.iter().find(|dir| dir.join("samba.h").is_file()).unwrap_or_else(|| {
+        fail(&format!(
+            "pkg-config's samba.pc names include directories {:?}, none of which has samba.h",
+            library.include_paths
+        ))
+    });
     let lib_dir = library.link_paths.first().cloned().unwrap_or_default();
 
     // Dependents (the safe `samba` crate) read these as DEP_SAMBA_INCLUDE and
@@ -56,10 +55,12 @@ fn main() {
         builder = builder.clang_arg("-DSAMBA_EXPERIMENTAL");
     }
     // bindgen panics when libclang cannot be loaded; say which package has it.
-    let generated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate())).unwrap_or_else(|_| {
-        fail("bindgen could not run libclang: install Debian's `libclang-dev` (or set LIBCLANG_PATH)")
-    });
-    let bindings = generated.unwrap_or_else(|e| fail(&format!("bindgen failed on {}/samba.h: {e}", header_dir.display())));
+    let generated =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || builder.generate())).unwrap_or_else(|_| {
+            fail("bindgen could not run libclang: install Debian's `libclang-dev` (or set LIBCLANG_PATH)")
+        });
+    let bindings =
+        generated.unwrap_or_else(|e| fail(&format!("bindgen failed on {}/samba.h: {e}", header_dir.display())));
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("bindings.rs");
     bindings.write_to_file(&out).unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", out.display())));
 }

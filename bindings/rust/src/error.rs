@@ -69,7 +69,8 @@ pub(crate) fn report(body: impl FnOnce() -> Result<()>) -> sys::samba_status {
         Ok(Ok(())) => return sys::SAMBA_OK,
         Ok(Err(e)) => (if e.status == sys::SAMBA_OK { sys::SAMBA_ERR_INVALID_ARGUMENT } else { e.status }, e.message),
         Err(panic) => {
-            let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
+            let what =
+                panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned());
             (sys::SAMBA_ERR_INVALID_ARGUMENT, format!("the Rust callback panicked: {}", what.unwrap_or_default()))
         }
     };

@@ -50,7 +50,11 @@ impl RngStream<'_> {
 
 type Fill = dyn Fn(&Tensor, &RngStream) -> Result<()> + Send + Sync;
 
-unsafe extern "C" fn call_fill(user: *mut c_void, out: *mut sys::samba_tensor, rng: *const sys::samba_rng_stream) -> sys::samba_status {
+unsafe extern "C" fn call_fill(
+    user: *mut c_void,
+    out: *mut sys::samba_tensor,
+    rng: *const sys::samba_rng_stream,
+) -> sys::samba_status {
     let fill = &*(user as *const Box<Fill>);
     report(|| fill(&Tensor::borrow_raw(out), &RngStream(&*rng)))
 }
@@ -75,7 +79,9 @@ impl Materializer {
     pub fn custom(fill: impl Fn(&Tensor, &RngStream) -> Result<()> + Send + Sync + 'static) -> Result<Materializer> {
         let user = Box::into_raw(Box::new(Box::new(fill) as Box<Fill>));
         let mut h = ptr::null_mut();
-        let status = unsafe { sys::samba_materializer_create_custom(Some(call_fill), user as *mut c_void, Some(drop_fill), &mut h) };
+        let status = unsafe {
+            sys::samba_materializer_create_custom(Some(call_fill), user as *mut c_void, Some(drop_fill), &mut h)
+        };
         if status != sys::SAMBA_OK {
             unsafe { drop_fill(user as *mut c_void) };
         }
@@ -159,10 +165,26 @@ impl Session {
 
     /// A parameter named `name` whose values come from `materializer`: a
     /// placeholder in lazy mode, filled now otherwise; the same values either way.
-    pub fn create_parameter(&self, name: &str, dtype: Dtype, shape: &[i64], materializer: &Materializer) -> Result<Tensor> {
+    pub fn create_parameter(
+        &self,
+        name: &str,
+        dtype: Dtype,
+        shape: &[i64],
+        materializer: &Materializer,
+    ) -> Result<Tensor> {
         let n = cstr(name)?;
         let mut h = ptr::null_mut();
-        check(unsafe { sys::samba_session_create_parameter(self.0, n.as_ptr(), dtype as i32, shape.as_ptr(), shape.len(), materializer.0, &mut h) })?;
+        check(unsafe {
+            sys::samba_session_create_parameter(
+                self.0,
+                n.as_ptr(),
+                dtype as i32,
+                shape.as_ptr(),
+                shape.len(),
+                materializer.0,
+                &mut h,
+            )
+        })?;
         Ok(Tensor(h))
     }
 

@@ -52,3 +52,8 @@ pub use ops::{op, op1, op_in, op_names, op_schema, Attrs, Optimizer};
 pub use options::{CompileOptions, OutputGrad, RunOptions, TraceOptions};
 pub use session::{Model, Names, Session, Transfer};
 pub use tensor::{Dtype, Tensor};
+
+// The README's example is compiled with the doctests, so it stays correct.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

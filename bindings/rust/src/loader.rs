@@ -12,14 +12,23 @@ use std::sync::Mutex;
 /// names, or `None` at the end of the data. Called on the loader's thread.
 type Produce = Mutex<Box<dyn FnMut(i64) -> Result<Option<Vec<Tensor>>> + Send>>;
 
-unsafe extern "C" fn call_produce(user: *mut c_void, index: i64, tensors: *mut *mut sys::samba_tensor, n: usize, end: *mut i32) -> sys::samba_status {
+unsafe extern "C" fn call_produce(
+    user: *mut c_void,
+    index: i64,
+    tensors: *mut *mut sys::samba_tensor,
+    n: usize,
+    end: *mut i32,
+) -> sys::samba_status {
     let produce = &*(user as *const Produce);
     report(|| {
         let mut produce = produce.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         match produce(index)? {
             None => *end = 1,
             Some(batch) if batch.len() != n => {
-                return Err(Error::new(sys::SAMBA_ERR_INVALID_ARGUMENT, format!("batch {index} has {} tensors; the loader has {n} names", batch.len())));
+                return Err(Error::new(
+                    sys::SAMBA_ERR_INVALID_ARGUMENT,
+                    format!("batch {index} has {} tensors; the loader has {n} names", batch.len()),
+                ));
             }
             Some(batch) => {
                 for (i, t) in batch.into_iter().enumerate() {
@@ -95,13 +104,23 @@ impl Loader {
         check(unsafe { sys::samba_loader_options_create(&mut opts) })?;
         let configured = check(unsafe { sys::samba_loader_options_set_max_prefetch(opts, options.max_prefetch) })
             .and_then(|_| check(unsafe { sys::samba_loader_options_set_timeout_ms(opts, options.timeout_ms) }))
-            .and_then(|_| check(unsafe { sys::samba_loader_options_set_num_batches(opts, options.num_batches.unwrap_or(-1)) }));
+            .and_then(|_| {
+                check(unsafe { sys::samba_loader_options_set_num_batches(opts, options.num_batches.unwrap_or(-1)) })
+            });
         let produce: Produce = Mutex::new(Box::new(produce));
         let user = Box::into_raw(Box::new(produce));
         let mut raw = ptr::null_mut();
         let created = configured.and_then(|_| {
             check(unsafe {
-                sys::samba_loader_create(ptrs.as_ptr(), ptrs.len(), Some(call_produce), user as *mut c_void, Some(drop_produce), opts, &mut raw)
+                sys::samba_loader_create(
+                    ptrs.as_ptr(),
+                    ptrs.len(),
+                    Some(call_produce),
+                    user as *mut c_void,
+                    Some(drop_produce),
+                    opts,
+                    &mut raw,
+                )
             })
         });
         unsafe { sys::samba_loader_options_release(opts) };

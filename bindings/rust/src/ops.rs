@@ -105,7 +105,10 @@ pub fn op_in(session: Option<&Session>, name: &str, inputs: &[&Tensor], attrs: O
 pub fn op1(name: &str, inputs: &[&Tensor], attrs: Option<&Attrs>) -> Result<Tensor> {
     let mut outs = op(name, inputs, attrs)?;
     if outs.len() != 1 {
-        return Err(Error::new(sys::SAMBA_ERR_INVALID_ARGUMENT, format!("op {name} gave {} outputs; op1 takes ops with one", outs.len())));
+        return Err(Error::new(
+            sys::SAMBA_ERR_INVALID_ARGUMENT,
+            format!("op {name} gave {} outputs; op1 takes ops with one", outs.len()),
+        ));
     }
     Ok(outs.remove(0))
 }

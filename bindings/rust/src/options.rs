@@ -126,7 +126,7 @@ impl CompileOptions {
         let s = unsafe { sys::samba_compile_options_set_embed_weights(self.0, on as i32) };
         self.set(s)
     }
-    /// Whether "<pef>.log" is written (default on).
+    /// Whether `<pef>.log` is written (default on).
     pub fn write_log(self, on: bool) -> Result<Self> {
         let s = unsafe { sys::samba_compile_options_set_write_log(self.0, on as i32) };
         self.set(s)
@@ -238,7 +238,8 @@ impl RunOptions {
     /// session emulates one device).
     pub fn data_parallel(self, on: bool, reduce_on_rdu: bool, mode: &str) -> Result<Self> {
         let m = cstr(mode)?;
-        let s = unsafe { sys::samba_run_options_set_data_parallel(self.0, on as i32, reduce_on_rdu as i32, m.as_ptr()) };
+        let s =
+            unsafe { sys::samba_run_options_set_data_parallel(self.0, on as i32, reduce_on_rdu as i32, m.as_ptr()) };
         self.set(s)
     }
 }

@@ -25,7 +25,10 @@ unsafe extern "C" fn call_model(
         let ins: Vec<Tensor> = (0..n_inputs).map(|i| Tensor::borrow_raw(*inputs.add(i))).collect();
         let outs = model(&ins)?;
         if outs.len() > capacity {
-            return Err(Error::new(sys::SAMBA_ERR_INVALID_ARGUMENT, format!("the model returned {} outputs; at most {capacity} fit", outs.len())));
+            return Err(Error::new(
+                sys::SAMBA_ERR_INVALID_ARGUMENT,
+                format!("the model returned {} outputs; at most {capacity} fit", outs.len()),
+            ));
         }
         *n_outputs = outs.len();
         for (i, t) in outs.into_iter().enumerate() {
@@ -49,7 +52,8 @@ impl Transfer {
     /// Momentum, moments, step counters.
     pub const OPTIMIZER_STATE: Transfer = Transfer(sys::SAMBA_TRANSFER_OPTIMIZER_STATE);
     /// Everything: what a checkpoint to resume training from needs.
-    pub const ALL: Transfer = Transfer(sys::SAMBA_TRANSFER_PARAMETERS | sys::SAMBA_TRANSFER_BUFFERS | sys::SAMBA_TRANSFER_OPTIMIZER_STATE);
+    pub const ALL: Transfer =
+        Transfer(sys::SAMBA_TRANSFER_PARAMETERS | sys::SAMBA_TRANSFER_BUFFERS | sys::SAMBA_TRANSFER_OPTIMIZER_STATE);
 }
 
 impl std::ops::BitOr for Transfer {
@@ -116,12 +120,27 @@ impl Session {
     /// Traces `model` on symbolic stand-ins for `inputs`, adds the backward
     /// graph and the `optimizers`' updates, and writes the PEF where
     /// `options` say.
-    pub fn compile(&self, model: &Model, inputs: &[&Tensor], optimizers: &[&Optimizer], options: &CompileOptions) -> Result<()> {
+    pub fn compile(
+        &self,
+        model: &Model,
+        inputs: &[&Tensor],
+        optimizers: &[&Optimizer],
+        options: &CompileOptions,
+    ) -> Result<()> {
         let ins = handles(inputs);
         let opts = optimizer_handles(optimizers);
         let user: *const &Model = &model;
         check(unsafe {
-            sys::samba_session_compile(self.0, Some(call_model), user as *mut c_void, ins.as_ptr(), ins.len(), opts.as_ptr(), opts.len(), options.0)
+            sys::samba_session_compile(
+                self.0,
+                Some(call_model),
+                user as *mut c_void,
+                ins.as_ptr(),
+                ins.len(),
+                opts.as_ptr(),
+                opts.len(),
+                options.0,
+            )
         })
     }
 
@@ -143,8 +162,18 @@ impl Session {
         let trace = options.map_or(ptr::null(), |o| o.0 as *const _);
         collect_outputs(|outs, capacity, n| unsafe {
             sys::samba_session_trace_graph(
-                self.0, Some(call_model), user as *mut c_void, ins.as_ptr(), ins.len(), opts.as_ptr(), opts.len(),
-                path.as_ptr(), trace, outs, capacity, n,
+                self.0,
+                Some(call_model),
+                user as *mut c_void,
+                ins.as_ptr(),
+                ins.len(),
+                opts.as_ptr(),
+                opts.len(),
+                path.as_ptr(),
+                trace,
+                outs,
+                capacity,
+                n,
             )
         })
     }

@@ -22,8 +22,16 @@ pub enum Dtype {
 
 impl Dtype {
     const ALL: [Dtype; 10] = [
-        Dtype::Float32, Dtype::Bfloat16, Dtype::Float16, Dtype::Float64, Dtype::Int64,
-        Dtype::Int32, Dtype::Int16, Dtype::Int8, Dtype::Uint8, Dtype::Bool,
+        Dtype::Float32,
+        Dtype::Bfloat16,
+        Dtype::Float16,
+        Dtype::Float64,
+        Dtype::Int64,
+        Dtype::Int32,
+        Dtype::Int16,
+        Dtype::Int8,
+        Dtype::Uint8,
+        Dtype::Bool,
     ];
 
     pub(crate) fn from_code(code: sys::samba_dtype) -> Option<Dtype> {
@@ -68,7 +76,10 @@ impl Drop for Tensor {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tensor").field("name", &self.name().unwrap_or_default()).field("shape", &self.shape().ok()).finish()
+        f.debug_struct("Tensor")
+            .field("name", &self.name().unwrap_or_default())
+            .field("shape", &self.shape().ok())
+            .finish()
     }
 }
 
@@ -104,7 +115,9 @@ impl Tensor {
 
     fn filled<T>(dtype: Dtype, values: &[T], shape: &[i64]) -> Result<Tensor> {
         let t = Tensor::zeros(dtype, shape)?;
-        check(unsafe { sys::samba_tensor_copy_from(t.0, values.as_ptr() as *const c_void, std::mem::size_of_val(values)) })?;
+        check(unsafe {
+            sys::samba_tensor_copy_from(t.0, values.as_ptr() as *const c_void, std::mem::size_of_val(values))
+        })?;
         Ok(t)
     }
 
@@ -145,7 +158,9 @@ impl Tensor {
         check(unsafe { sys::samba_tensor_to(self.0, dtype as i32, &mut c) })?;
         let c = Tensor(c);
         let mut out = vec![T::default(); c.numel()? as usize];
-        check(unsafe { sys::samba_tensor_copy_to(c.0, out.as_mut_ptr() as *mut c_void, std::mem::size_of_val(out.as_slice())) })?;
+        check(unsafe {
+            sys::samba_tensor_copy_to(c.0, out.as_mut_ptr() as *mut c_void, std::mem::size_of_val(out.as_slice()))
+        })?;
         Ok(out)
     }
 

@@ -19,7 +19,12 @@ fn number(v: &Value, key: &str) -> f64 {
 }
 
 fn numbers(v: &Value, key: &str) -> Vec<f64> {
-    v[key].as_array().unwrap_or_else(|| panic!("{key} is not an array in {v}")).iter().map(|x| x.as_f64().unwrap()).collect()
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} is not an array in {v}"))
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -37,8 +42,19 @@ fn losses_match_the_c_example() {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     for args in [
         vec!["compile".to_string(), "-b".into(), "64".into(), "-p".into(), path("c.pef")],
-        vec!["run".into(), "-p".into(), path("c.pef"), "--data".into(), data.clone(), "--steps".into(), "20".into(),
-             "--dump".into(), path("steps.jsonl"), "--checkpoint".into(), path("w.ckpt")],
+        vec![
+            "run".into(),
+            "-p".into(),
+            path("c.pef"),
+            "--data".into(),
+            data.clone(),
+            "--steps".into(),
+            "20".into(),
+            "--dump".into(),
+            path("steps.jsonl"),
+            "--checkpoint".into(),
+            path("w.ckpt"),
+        ],
     ] {
         let out = Command::new(&app).args(&args).output().expect("the C example runs");
         assert!(out.status.success(), "{app} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -54,7 +70,11 @@ fn losses_match_the_c_example() {
             Some(name) => {
                 weights.insert(name, numbers(r, "values").iter().map(|&v| v as f32).collect());
             }
-            None => steps.push((number(r, "lr"), number(r, "loss"), numbers(r, "rows").iter().map(|&i| i as usize).collect::<Vec<_>>())),
+            None => steps.push((
+                number(r, "lr"),
+                number(r, "loss"),
+                numbers(r, "rows").iter().map(|&i| i as usize).collect::<Vec<_>>(),
+            )),
         }
     }
     assert_eq!(steps.len(), 20);
@@ -72,8 +92,14 @@ fn losses_match_the_c_example() {
     let forward = |io: &[Tensor]| net.forward(&io[0], &io[1]);
     let sgd = Optimizer::new(
         "sgd",
-        &Attrs::new().unwrap().float("lr", steps[0].0).unwrap().float("momentum", number(config, "momentum")).unwrap()
-            .float("weight_decay", number(config, "weight_decay")).unwrap(),
+        &Attrs::new()
+            .unwrap()
+            .float("lr", steps[0].0)
+            .unwrap()
+            .float("momentum", number(config, "momentum"))
+            .unwrap()
+            .float("weight_decay", number(config, "weight_decay"))
+            .unwrap(),
     )
     .unwrap();
     sgd.add_param_group(&net.parameters()).unwrap();

@@ -67,7 +67,12 @@ fn eager_losses(steps: usize) -> Vec<f64> {
 }
 
 fn params() -> Vec<Tensor> {
-    vec![param("fc1.weight", &[6, 4], 1.0), param("fc1.bias", &[6], 2.0), param("fc2.weight", &[3, 6], 3.0), param("fc2.bias", &[3], 4.0)]
+    vec![
+        param("fc1.weight", &[6, 4], 1.0),
+        param("fc1.bias", &[6], 2.0),
+        param("fc2.weight", &[3, 6], 3.0),
+        param("fc2.bias", &[3], 4.0),
+    ]
 }
 
 #[test]
@@ -75,7 +80,9 @@ fn compiled_training_matches_eager_training() {
     let p = params();
     let (x, y) = data();
     let model = |inputs: &[Tensor]| -> samba::Result<Vec<Tensor>> { Ok(vec![forward(&p, &inputs[0], &inputs[1])?]) };
-    let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", LR).unwrap().float("momentum", MOMENTUM).unwrap()).unwrap();
+    let sgd =
+        Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", LR).unwrap().float("momentum", MOMENTUM).unwrap())
+            .unwrap();
     sgd.add_param_group(&p.iter().collect::<Vec<_>>()).unwrap();
     let session = Session::new(2).unwrap();
     let pef = std::env::temp_dir().join(format!("rust_ffn_{}.pef", std::process::id()));
@@ -100,7 +107,7 @@ fn compiled_training_matches_eager_training() {
 #[test]
 fn errors_are_values_with_the_status_and_message() {
     let a = Tensor::from_f32(&[1.0; 6], &[2, 3]).unwrap();
-    let e = op1("matmul", &[&a, &a], None).err().expect("a 2x3 @ 2x3 product must fail");
+    let e = op1("matmul", &[&a, &a], None).expect_err("a 2x3 @ 2x3 product must fail");
     assert_eq!(e.status_name, "SAMBA_ERR_SHAPE_MISMATCH");
     assert!(e.message.contains("matmul"), "{e}");
     let e = op1("no_such_op", &[&a], None).err().unwrap();

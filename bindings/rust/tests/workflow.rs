@@ -43,7 +43,8 @@ fn net(tag: &str, params: Vec<Tensor>, trace: Option<&TraceOptions>) -> Net {
     x.set_name("x").unwrap();
     let y = Tensor::from_i64(&[0, 1, 2, 1, 0, 2, 2, 1], &[8]).unwrap();
     y.set_name("y").unwrap();
-    let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", 0.2).unwrap().float("momentum", 0.9).unwrap()).unwrap();
+    let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", 0.2).unwrap().float("momentum", 0.9).unwrap())
+        .unwrap();
     sgd.add_param_group(&params.iter().collect::<Vec<_>>()).unwrap();
     let session = Session::new(2).unwrap();
     let pef = temp(&format!("{tag}.pef"));
@@ -55,7 +56,12 @@ fn net(tag: &str, params: Vec<Tensor>, trace: Option<&TraceOptions>) -> Net {
 }
 
 fn plain_params() -> Vec<Tensor> {
-    vec![param("fc1.weight", &[6, 4], 1.0), param("fc1.bias", &[6], 2.0), param("fc2.weight", &[3, 6], 3.0), param("fc2.bias", &[3], 4.0)]
+    vec![
+        param("fc1.weight", &[6, 4], 1.0),
+        param("fc1.bias", &[6], 2.0),
+        param("fc2.weight", &[3, 6], 3.0),
+        param("fc2.bias", &[3], 4.0),
+    ]
 }
 
 impl Net {
@@ -94,16 +100,29 @@ fn run_options_choose_sections_mode_and_hyperparameters() {
 
     // A zero output gradient makes the backward section's gradients zero.
     let zero = Tensor::zeros(Dtype::Float32, &[]).unwrap();
-    let backward = RunOptions::new().unwrap().section_types(&["FWD", "BCKWD"]).unwrap().grad_of_outputs(&[Some(&zero)]).unwrap();
+    let backward =
+        RunOptions::new().unwrap().section_types(&["FWD", "BCKWD"]).unwrap().grad_of_outputs(&[Some(&zero)]).unwrap();
     n.step(Some(&backward)).unwrap();
     assert!(n.session.sn_grad(&n.params[0]).unwrap().to_vec_f32().unwrap().iter().all(|&g| g == 0.0));
 
-    let status = |r: samba::Result<f64>| r.err().expect("the run must fail").status_name;
-    assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().hyperparam("no_such_argin", 1.0).unwrap()))), "SAMBA_ERR_NOT_FOUND");
-    assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().hyperparam("lr", -1.0).unwrap()))), "SAMBA_ERR_INVALID_ARGUMENT");
-    assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().graph_name("no_such_graph").unwrap()))), "SAMBA_ERR_NOT_FOUND");
+    let status = |r: samba::Result<f64>| r.expect_err("the run must fail").status_name;
+    assert_eq!(
+        status(n.step(Some(&RunOptions::new().unwrap().hyperparam("no_such_argin", 1.0).unwrap()))),
+        "SAMBA_ERR_NOT_FOUND"
+    );
+    assert_eq!(
+        status(n.step(Some(&RunOptions::new().unwrap().hyperparam("lr", -1.0).unwrap()))),
+        "SAMBA_ERR_INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        status(n.step(Some(&RunOptions::new().unwrap().graph_name("no_such_graph").unwrap()))),
+        "SAMBA_ERR_NOT_FOUND"
+    );
     assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().section_ids(&[999]).unwrap()))), "SAMBA_ERR_NOT_FOUND");
-    assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().data_parallel(true, false, "normal").unwrap()))), "SAMBA_ERR_UNSUPPORTED");
+    assert_eq!(
+        status(n.step(Some(&RunOptions::new().unwrap().data_parallel(true, false, "normal").unwrap()))),
+        "SAMBA_ERR_UNSUPPORTED"
+    );
     assert_eq!(RunOptions::new().unwrap().call_range(-2, -1).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
     // An empty call range runs nothing and returns no output.
     let trained = n.device_weight();
@@ -121,7 +140,10 @@ fn trace_options_set_the_output_gradients() {
     let before = frozen.device_weight();
     frozen.step(None).unwrap();
     assert_eq!(frozen.device_weight(), before);
-    assert_eq!(TraceOptions::new().unwrap().data_parallel_mode("inorder").err().map(|e| e.status_name).as_deref(), Some("SAMBA_ERR_UNSUPPORTED"));
+    assert_eq!(
+        TraceOptions::new().unwrap().data_parallel_mode("inorder").err().map(|e| e.status_name).as_deref(),
+        Some("SAMBA_ERR_UNSUPPORTED")
+    );
 }
 
 #[test]
@@ -148,7 +170,7 @@ fn a_checkpoint_restores_the_training_state() {
     let damaged = temp("damaged.ckpt");
     std::fs::write(&damaged, bytes).unwrap();
     let moved = n.device_weight();
-    let e = n.session.load_checkpoint(&damaged, Transfer::ALL, true).err().expect("a damaged checkpoint must be refused");
+    let e = n.session.load_checkpoint(&damaged, Transfer::ALL, true).expect_err("a damaged checkpoint must be refused");
     assert_eq!(e.status_name, "SAMBA_ERR_CORRUPT_FILE", "{e}");
     assert_eq!(n.device_weight(), moved);
     let e = n.session.load_checkpoint(&temp("missing.ckpt"), Transfer::PARAMETERS, false).err().unwrap();
@@ -160,11 +182,17 @@ fn a_checkpoint_restores_the_training_state() {
 
 fn lazy_params(session: &Session) -> Vec<Tensor> {
     let weight = Materializer::new("linear_weight", None).unwrap();
-    let bias = |fan_in| Materializer::new("linear_bias", Some(&Attrs::new().unwrap().int("fan_in", fan_in).unwrap())).unwrap();
-    [("fc1.weight", vec![6, 4], weight.clone()), ("fc1.bias", vec![6], bias(4)), ("fc2.weight", vec![3, 6], weight), ("fc2.bias", vec![3], bias(6))]
-        .iter()
-        .map(|(name, shape, m)| session.create_parameter(name, Dtype::Float32, shape, m).unwrap())
-        .collect()
+    let bias =
+        |fan_in| Materializer::new("linear_bias", Some(&Attrs::new().unwrap().int("fan_in", fan_in).unwrap())).unwrap();
+    [
+        ("fc1.weight", vec![6, 4], weight.clone()),
+        ("fc1.bias", vec![6], bias(4)),
+        ("fc2.weight", vec![3, 6], weight),
+        ("fc2.bias", vec![3], bias(6)),
+    ]
+    .iter()
+    .map(|(name, shape, m)| session.create_parameter(name, Dtype::Float32, shape, m).unwrap())
+    .collect()
 }
 
 #[test]
@@ -174,7 +202,10 @@ fn lazy_parameters_get_the_values_an_eager_session_gives() {
     let eager_params = lazy_params(&eager);
     assert!(eager_params[0].has_data().unwrap());
     let expected = eager_params[0].to_vec_f32().unwrap();
-    assert!(expected.iter().all(|v| v.abs() <= 0.5) && expected.iter().any(|&v| v != 0.0), "kaiming_uniform(a=sqrt 5) of fan_in 4: {expected:?}");
+    assert!(
+        expected.iter().all(|v| v.abs() <= 0.5) && expected.iter().any(|&v| v != 0.0),
+        "kaiming_uniform(a=sqrt 5) of fan_in 4: {expected:?}"
+    );
     assert_eq!(eager_params[0].materializer().unwrap().unwrap().kind().unwrap(), "linear_weight");
 
     // The lazy placeholders compile without data and are filled on the device at load.
@@ -190,7 +221,10 @@ fn lazy_parameters_get_the_values_an_eager_session_gives() {
     assert!(!n.params[0].has_data().unwrap());
     n.params[0].materialize().unwrap();
     assert_eq!(n.params[0].to_vec_f32().unwrap(), expected);
-    assert_eq!(LazyParamOptions::new().unwrap().init_threads(0).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
+    assert_eq!(
+        LazyParamOptions::new().unwrap().init_threads(0).err().unwrap().status_name,
+        "SAMBA_ERR_INVALID_ARGUMENT"
+    );
 }
 
 #[test]
@@ -203,8 +237,11 @@ fn custom_materializers_fill_from_the_stream_and_fail_as_values() {
     assert!(v.iter().all(|&x| (2.0..3.0).contains(&x)), "{v:?}");
     assert!(v.windows(2).any(|w| w[0] != w[1]), "the values are drawn, not constant");
 
-    let failing = Materializer::custom(|_, _| Err(samba::Error::new(samba::sys::SAMBA_ERR_INVALID_STATE, "no initial values for this layer"))).unwrap();
-    let e = session.create_parameter("v", Dtype::Float32, &[4], &failing).err().expect("the fill fails");
+    let failing = Materializer::custom(|_, _| {
+        Err(samba::Error::new(samba::sys::SAMBA_ERR_INVALID_STATE, "no initial values for this layer"))
+    })
+    .unwrap();
+    let e = session.create_parameter("v", Dtype::Float32, &[4], &failing).expect_err("the fill fails");
     assert_eq!(e.status_name, "SAMBA_ERR_INVALID_STATE");
     assert!(e.message.contains("no initial values for this layer"), "{e}");
     assert_eq!(Materializer::new("no_such_init", None).err().unwrap().status_name, "SAMBA_ERR_NOT_FOUND");
@@ -224,7 +261,10 @@ fn the_loader_gives_batches_in_order_and_the_producers_errors() {
     assert_eq!((batch[0].name().unwrap(), batch[1].name().unwrap()), ("x".to_string(), "y".to_string()));
     assert_eq!(batch[0].to_vec_f32().unwrap(), vec![0.0, 0.0]);
 
-    let ends = Loader::new(&["x"], LoaderOptions::default(), |i| Ok(if i < 2 { Some(vec![Tensor::from_i64(&[i], &[1])?]) } else { None })).unwrap();
+    let ends = Loader::new(&["x"], LoaderOptions::default(), |i| {
+        Ok(if i < 2 { Some(vec![Tensor::from_i64(&[i], &[1])?]) } else { None })
+    })
+    .unwrap();
     assert_eq!(ends.count(), 2);
 
     let mut failing = Loader::new(&["x"], LoaderOptions::default(), |i| {
@@ -240,17 +280,27 @@ fn the_loader_gives_batches_in_order_and_the_producers_errors() {
     assert!(e.message.contains("shard 1 is unreadable"), "{e}");
     assert!(failing.next().is_none(), "the iterator ends after the producer's error");
 
-    let mut short = Loader::new(&["x", "y"], LoaderOptions::default(), |_| Ok(Some(vec![Tensor::from_i64(&[1], &[1])?]))).unwrap();
+    let mut short =
+        Loader::new(&["x", "y"], LoaderOptions::default(), |_| Ok(Some(vec![Tensor::from_i64(&[1], &[1])?]))).unwrap();
     let e = short.next_batch().err().unwrap();
     assert!(e.message.contains("1 tensors") && e.message.contains("2 names"), "{e}");
-    assert_eq!(Loader::new(&["x", "x"], LoaderOptions::default(), |_| Ok(None)).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
+    assert_eq!(
+        Loader::new(&["x", "x"], LoaderOptions::default(), |_| Ok(None)).err().unwrap().status_name,
+        "SAMBA_ERR_INVALID_ARGUMENT"
+    );
 }
 
 #[test]
 fn compile_options_are_checked_and_schemas_are_json() {
     assert_eq!(CompileOptions::new().unwrap().opt_level(5).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
-    assert_eq!(CompileOptions::new().unwrap().mapping("diagonal").err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
-    assert_eq!(CompileOptions::new().unwrap().metadata("", "v").err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
+    assert_eq!(
+        CompileOptions::new().unwrap().mapping("diagonal").err().unwrap().status_name,
+        "SAMBA_ERR_INVALID_ARGUMENT"
+    );
+    assert_eq!(
+        CompileOptions::new().unwrap().metadata("", "v").err().unwrap().status_name,
+        "SAMBA_ERR_INVALID_ARGUMENT"
+    );
 
     let sgd = Optimizer::schema("sgd").unwrap();
     let names: Vec<&str> = sgd.as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();

@@ -9,8 +9,8 @@ mod model;
 
 use model::{parameter_shapes, Digits, ResFfn};
 use samba::{
-    Attrs, CompileOptions, Dtype, LazyParamOptions, Loader, LoaderOptions, Materializer, Optimizer, RunOptions, Session,
-    Tensor, Transfer,
+    Attrs, CompileOptions, Dtype, LazyParamOptions, Loader, LoaderOptions, Materializer, Optimizer, RunOptions,
+    Session, Tensor, Transfer,
 };
 use std::sync::Arc;
 
@@ -22,7 +22,9 @@ const LR: f64 = 0.1;
 fn materializer(name: &str, fan_in: i64) -> samba::Result<Materializer> {
     match name.rsplit('.').next() {
         Some("weight") if name.starts_with("gemm") => Materializer::new("linear_weight", None),
-        Some("bias") if name.starts_with("gemm") => Materializer::new("linear_bias", Some(&Attrs::new()?.int("fan_in", fan_in)?)),
+        Some("bias") if name.starts_with("gemm") => {
+            Materializer::new("linear_bias", Some(&Attrs::new()?.int("fan_in", fan_in)?))
+        }
         Some("weight") => Materializer::new("norm_weight", None),
         _ => Materializer::new("norm_bias", None),
     }
@@ -62,7 +64,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(!params[0].has_data()?, "lazy parameters are placeholders until the PEF is loaded");
     let model = ResFfn { hidden: HIDDEN, params };
 
-    let sgd = Optimizer::new("sgd", &Attrs::new()?.float("lr", LR)?.float("momentum", 0.9)?.float("weight_decay", 1e-4)?)?;
+    let sgd =
+        Optimizer::new("sgd", &Attrs::new()?.float("lr", LR)?.float("momentum", 0.9)?.float("weight_decay", 1e-4)?)?;
     sgd.add_param_group(&model.parameters())?;
     let pef = std::env::temp_dir().join(format!("resffn_{}.pef", std::process::id()));
     let pef = pef.to_str().ok_or("the temporary directory's path is not UTF-8")?;
@@ -78,14 +81,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let total = (EPOCHS * steps_per_epoch) as f64;
     let source = Arc::clone(&data);
     let mut epoch_seen = 0usize;
-    let mut loader = Loader::new(&["x", "y"], LoaderOptions { num_batches: Some(steps_per_epoch as i64), ..Default::default() }, move |i| {
-        // Batch 0 starts an epoch (after loader.reset()); each epoch draws
-        // the rows in a different order.
-        epoch_seen += (i == 0) as usize;
-        let rows: Vec<usize> = (0..BATCH).map(|k| train[(i as usize * BATCH + k) * (2 * epoch_seen - 1) % train.len()]).collect();
-        let (x, y) = source.batch(&rows)?;
-        Ok(Some(vec![x, y]))
-    })?;
+    let mut loader = Loader::new(
+        &["x", "y"],
+        LoaderOptions { num_batches: Some(steps_per_epoch as i64), ..Default::default() },
+        move |i| {
+            // Batch 0 starts an epoch (after loader.reset()); each epoch draws
+            // the rows in a different order.
+            epoch_seen += (i == 0) as usize;
+            let rows: Vec<usize> =
+                (0..BATCH).map(|k| train[(i as usize * BATCH + k) * (2 * epoch_seen - 1) % train.len()]).collect();
+            let (x, y) = source.batch(&rows)?;
+            Ok(Some(vec![x, y]))
+        },
+    )?;
     for epoch in 0..EPOCHS {
         let mut loss = 0.0;
         for (step, batch) in (&mut loader).enumerate() {
@@ -96,7 +104,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             loss += session.run(&[&batch[0], &batch[1]], &outputs[..1], Some(&run))?[0].item()?;
         }
         loader.reset()?;
-        println!("epoch {}: mean loss {:.4}, test accuracy {:.3}", epoch + 1, loss / steps_per_epoch as f64, accuracy(&session, &data, &test, &outputs[1])?);
+        println!(
+            "epoch {}: mean loss {:.4}, test accuracy {:.3}",
+            epoch + 1,
+            loss / steps_per_epoch as f64,
+            accuracy(&session, &data, &test, &outputs[1])?
+        );
     }
 
     let checkpoint = format!("{pef}.ckpt");
@@ -111,7 +124,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::remove_file(file).ok();
     }
     if restored != trained || trained < 0.85 {
-        return Err(format!("expected the trained accuracy ({trained:.3}) above 0.85 and restored by the checkpoint, got {restored:.3}").into());
+        return Err(format!(
+            "expected the trained accuracy ({trained:.3}) above 0.85 and restored by the checkpoint, got {restored:.3}"
+        )
+        .into());
     }
     Ok(())
 }

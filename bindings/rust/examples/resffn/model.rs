@@ -66,7 +66,9 @@ impl Digits {
     pub fn load(path: &str) -> Result<Digits, String> {
         let file = std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
         let mut text = String::new();
-        GzDecoder::new(file).read_to_string(&mut text).map_err(|e| format!("{path} is not gzip-compressed text: {e}"))?;
+        GzDecoder::new(file)
+            .read_to_string(&mut text)
+            .map_err(|e| format!("{path} is not gzip-compressed text: {e}"))?;
         let (mut pixels, mut labels) = (Vec::new(), Vec::new());
         for (n, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
             let values: Vec<i64> = line

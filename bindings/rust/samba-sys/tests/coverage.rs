@@ -9,11 +9,7 @@ use std::process::Command;
 const BINDINGS: &str = include_str!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 fn bound_functions() -> BTreeSet<String> {
-    BINDINGS
-        .split("pub fn ")
-        .skip(1)
-        .map(|rest| rest[..rest.find('(').unwrap()].trim().to_string())
-        .collect()
+    BINDINGS.split("pub fn ").skip(1).map(|rest| rest[..rest.find('(').unwrap()].trim().to_string()).collect()
 }
 
 /// The `samba_*` functions the installed shared library exports.
@@ -80,11 +76,19 @@ fn calls_reach_the_library() {
             format!("{}.{}.{}", number / 10000, number / 100 % 100, number % 100),
             "samba_version and samba_version_number disagree"
         );
-        assert_eq!(number, samba_sys::SAMBA_VERSION_MAJOR * 10000 + samba_sys::SAMBA_VERSION_MINOR * 100 + samba_sys::SAMBA_VERSION_PATCH);
+        assert_eq!(
+            number,
+            samba_sys::SAMBA_VERSION_MAJOR * 10000
+                + samba_sys::SAMBA_VERSION_MINOR * 100
+                + samba_sys::SAMBA_VERSION_PATCH
+        );
 
         let mut t = std::ptr::null_mut();
         let shape = [2i64, 3];
-        assert_eq!(samba_sys::samba_tensor_create(samba_sys::SAMBA_FLOAT32, shape.as_ptr(), 2, &mut t), samba_sys::SAMBA_OK);
+        assert_eq!(
+            samba_sys::samba_tensor_create(samba_sys::SAMBA_FLOAT32, shape.as_ptr(), 2, &mut t),
+            samba_sys::SAMBA_OK
+        );
         let mut n = 0i64;
         assert_eq!(samba_sys::samba_tensor_numel(t, &mut n), samba_sys::SAMBA_OK);
         assert_eq!(n, 6);
