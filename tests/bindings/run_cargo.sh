@@ -17,6 +17,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "skipped: no cargo (make setup installs Debian's cargo when none is present)"
   exit 77
 fi
+# The committed Cargo.lock (format 4) needs cargo 1.78; Debian bookworm's is 1.65.
+version="$(cargo --version | awk '{print $2}')"
+if [ "$(printf '%s\n' 1.78.0 "$version" | sort -V | head -1)" != 1.78.0 ]; then
+  echo "skipped: cargo $version is older than 1.78, which the crates' Cargo.lock needs (install Rust with rustup)"
+  exit 77
+fi
 prefix="$(mktemp -d "${TMPDIR:-/tmp}/samba-rust-prefix.XXXXXX")"
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
