@@ -3,7 +3,8 @@
 # user builds them: against Samba installed into a scratch prefix, found
 # through pkg-config with nothing set but PKG_CONFIG_PATH, then runs the
 # ResFFN example. Also checks that without an installed Samba the build
-# fails with a message naming what to install.
+# fails with a message naming what to install, and that `cargo package`
+# finds the crates' metadata complete.
 # Usage: run_cargo.sh BUILD_DIR TARGET_DIR [C_EXAMPLE_BINARY]. With the C
 # example, the Rust losses are also checked against its. Exit 77 (skipped)
 # without cargo.
@@ -48,4 +49,10 @@ done
 echo "== against $prefix"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 SAMBA_EXAMPLE="$example" cargo test "${cargo_args[@]}"
+# The crates' metadata is complete: packaging them warns of nothing.
+if ! out="$(cargo package --workspace --offline --locked --allow-dirty --no-verify 2>&1)" || grep -q '^warning' <<<"$out"; then
+  echo "cargo package:" >&2
+  echo "$out" >&2
+  exit 1
+fi
 cargo run --offline --locked --example resffn
