@@ -1,33 +1,13 @@
 //! Compiles a two-layer network with SGD (momentum), loads it, runs training
 //! steps, and checks every step's loss against the same training done
 //! eagerly through the library's ops and autograd; plus errors as values.
+mod common;
+
+use common::{data, loss as forward, params};
 use samba::{op1, Attrs, CompileOptions, Optimizer, Session, Tensor};
 
 const LR: f64 = 0.2;
 const MOMENTUM: f64 = 0.9;
-
-fn param(name: &str, shape: &[i64], phase: f64) -> Tensor {
-    let n: i64 = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| (0.4 * (1.3 * i as f64 + phase).sin()) as f32).collect();
-    let t = Tensor::from_f32(&v, shape).unwrap();
-    t.set_name(name).unwrap().set_requires_grad(true).unwrap();
-    t
-}
-
-fn data() -> (Tensor, Tensor) {
-    let xs: Vec<f32> = (0..32).map(|i| (0.9 * i as f64).cos() as f32).collect();
-    let x = Tensor::from_f32(&xs, &[8, 4]).unwrap();
-    x.set_name("x").unwrap();
-    let y = Tensor::from_i64(&[0, 1, 2, 1, 0, 2, 2, 1], &[8]).unwrap();
-    y.set_name("y").unwrap();
-    (x, y)
-}
-
-fn forward(p: &[Tensor], x: &Tensor, y: &Tensor) -> samba::Result<Tensor> {
-    let h = op1("tanh", &[&op1("linear", &[x, &p[0], &p[1]], None)?], None)?;
-    let logits = op1("linear", &[&h, &p[2], &p[3]], None)?;
-    op1("cross_entropy", &[&logits, y], None)
-}
 
 /// SGD with momentum done by hand on host tensors, as torch.optim.SGD does it.
 fn eager_losses(steps: usize) -> Vec<f64> {
@@ -64,15 +44,6 @@ fn eager_losses(steps: usize) -> Vec<f64> {
         }
     }
     losses
-}
-
-fn params() -> Vec<Tensor> {
-    vec![
-        param("fc1.weight", &[6, 4], 1.0),
-        param("fc1.bias", &[6], 2.0),
-        param("fc2.weight", &[3, 6], 3.0),
-        param("fc2.bias", &[3], 4.0),
-    ]
 }
 
 #[test]

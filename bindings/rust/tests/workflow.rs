@@ -1,8 +1,10 @@
 //! The training workflow beyond compile and run: run options, trace options,
 //! checkpoints, lazy parameters and materializers, the loader, schemas.
+mod common;
+
 use samba::{
-    op1, Attrs, CompileOptions, Dtype, LazyParamOptions, Loader, LoaderOptions, Materializer, Names, Optimizer,
-    RunOptions, Session, Tensor, TraceOptions, Transfer,
+    Attrs, CompileOptions, Dtype, LazyParamOptions, Loader, LoaderOptions, Materializer, Names, Optimizer, RunOptions,
+    Session, Tensor, TraceOptions, Transfer,
 };
 
 /// A two-layer classifier on a fixed batch, compiled with SGD and loaded.
@@ -21,47 +23,22 @@ impl Drop for Net {
     }
 }
 
-fn forward(p: &[Tensor], x: &Tensor, y: &Tensor) -> samba::Result<Vec<Tensor>> {
-    let h = op1("tanh", &[&op1("linear", &[x, &p[0], &p[1]], None)?], None)?;
-    Ok(vec![op1("cross_entropy", &[&op1("linear", &[&h, &p[2], &p[3]], None)?, y], None)?])
-}
-
-fn param(name: &str, shape: &[i64], phase: f64) -> Tensor {
-    let n: i64 = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| (0.4 * (1.3 * i as f64 + phase).sin()) as f32).collect();
-    let t = Tensor::from_f32(&v, shape).unwrap();
-    t.set_name(name).unwrap().set_requires_grad(true).unwrap();
-    t
-}
-
 fn temp(name: &str) -> String {
     std::env::temp_dir().join(format!("samba_workflow_{}_{name}", std::process::id())).to_str().unwrap().to_string()
 }
 
 fn net(tag: &str, params: Vec<Tensor>, trace: Option<&TraceOptions>) -> Net {
-    let x = Tensor::from_f32(&(0..32).map(|i| (0.9 * i as f64).cos() as f32).collect::<Vec<_>>(), &[8, 4]).unwrap();
-    x.set_name("x").unwrap();
-    let y = Tensor::from_i64(&[0, 1, 2, 1, 0, 2, 2, 1], &[8]).unwrap();
-    y.set_name("y").unwrap();
+    let (x, y) = common::data();
     let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", 0.2).unwrap().float("momentum", 0.9).unwrap())
         .unwrap();
     sgd.add_param_group(&params.iter().collect::<Vec<_>>()).unwrap();
     let session = Session::new(2).unwrap();
     let pef = temp(&format!("{tag}.pef"));
-    let model = |io: &[Tensor]| forward(&params, &io[0], &io[1]);
+    let model = |io: &[Tensor]| Ok(vec![common::loss(&params, &io[0], &io[1])?]);
     let options = CompileOptions::new().unwrap().pef_path(&pef).unwrap().write_log(false).unwrap();
     session.compile(&model, &[&x, &y], &[&sgd], &options).unwrap();
     let outputs = session.trace_graph(&model, &[&x, &y], &[&sgd], &pef, trace).unwrap();
     Net { session, params, x, y, outputs, pef }
-}
-
-fn plain_params() -> Vec<Tensor> {
-    vec![
-        param("fc1.weight", &[6, 4], 1.0),
-        param("fc1.bias", &[6], 2.0),
-        param("fc2.weight", &[3, 6], 3.0),
-        param("fc2.bias", &[3], 4.0),
-    ]
 }
 
 impl Net {
@@ -75,7 +52,7 @@ impl Net {
 
 #[test]
 fn run_options_choose_sections_mode_and_hyperparameters() {
-    let n = net("run", plain_params(), None);
+    let n = net("run", common::params(), None);
     let types = n.session.names(Names::SectionTypes).unwrap();
     for t in ["FWD", "BCKWD", "OPT"] {
         assert!(types.iter().any(|s| s.eq_ignore_ascii_case(t)), "{t} missing from {types:?}");
@@ -133,10 +110,11 @@ fn run_options_choose_sections_mode_and_hyperparameters() {
 
 #[test]
 fn trace_options_set_the_output_gradients() {
-    let name = net("trace_a", plain_params(), None).outputs[0].name().unwrap();
+    let name = net("trace_a", common::params(), None).outputs[0].name().unwrap();
     // With the loss's gradient starting at zero, training steps change nothing.
     let zero = Tensor::zeros(Dtype::Float32, &[]).unwrap();
-    let frozen = net("trace_b", plain_params(), Some(&TraceOptions::new().unwrap().custom_grad(&name, &zero).unwrap()));
+    let frozen =
+        net("trace_b", common::params(), Some(&TraceOptions::new().unwrap().custom_grad(&name, &zero).unwrap()));
     let before = frozen.device_weight();
     frozen.step(None).unwrap();
     assert_eq!(frozen.device_weight(), before);
@@ -148,7 +126,7 @@ fn trace_options_set_the_output_gradients() {
 
 #[test]
 fn a_checkpoint_restores_the_training_state() {
-    let n = net("ckpt", plain_params(), None);
+    let n = net("ckpt", common::params(), None);
     for _ in 0..3 {
         n.step(None).unwrap();
     }
