@@ -115,23 +115,23 @@ func TestLossesMatchTheCExample(t *testing.T) {
 		_ = y.SetName("y")
 		return x, y
 	}
-	sgd := must(NewOptimizer("sgd", map[string]float64{"lr": steps[0].Lr, "momentum": config.Momentum,
+	sgd := must(NewOptimizer("sgd", Attrs{"lr": steps[0].Lr, "momentum": config.Momentum,
 		"weight_decay": config.WeightDecay}))
-	if err := sgd.AddParamGroup(all); err != nil {
+	if err := sgd.AddParamGroup(all, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := must(NewSession(2))
-	defer s.Release()
+	defer s.Close()
 	pef := filepath.Join(dir, "go.pef")
 	x0, y0 := batch(steps[0].Rows)
-	if err := s.Compile(model, []*Tensor{x0, y0}, []*Optimizer{sgd}, pef, []int64{0}); err != nil {
+	if err := s.Compile(model, []*Tensor{x0, y0}, []*Optimizer{sgd}, &CompileOptions{PEFPath: pef, LossIndices: []int64{0}}); err != nil {
 		t.Fatal(err)
 	}
-	outs := must(s.TraceGraph(model, []*Tensor{x0, y0}, []*Optimizer{sgd}, pef))
+	outs := must(s.TraceGraph(model, []*Tensor{x0, y0}, []*Optimizer{sgd}, pef, nil))
 	worst := 0.0
 	for i, st := range steps {
 		x, y := batch(st.Rows)
-		got := must(must(s.Run([]*Tensor{x, y}, outs[:1], map[string]float64{"lr": st.Lr}))[0].Item())
+		got := must(must(s.Run([]*Tensor{x, y}, outs[:1], &RunOptions{Hyperparams: map[string]float64{"lr": st.Lr}}))[0].Item())
 		diff := math.Abs(got - st.Loss)
 		worst = math.Max(worst, diff)
 		if diff > 1e-5*math.Max(1, math.Abs(st.Loss)) {
