@@ -222,3 +222,96 @@ func TestCheckpointRestoresTheTrainingState(t *testing.T) {
 		t.Fatal("a refused checkpoint changed the weights")
 	}
 }
+
+func TestDeviceTensorsAndTransfers(t *testing.T) {
+	c := compileClassifier(t, false)
+	c.run(t, nil)
+	if inputs := must(c.s.Names(InputNames)); !reflect.DeepEqual(inputs, []string{"x", "y"}) {
+		t.Fatalf("inputs %v", inputs)
+	}
+	device := must(must(c.s.SnData(c.p[0])).Float32s())
+	byName := must(c.s.TensorsByName("fc1.weight", "fc2.bias"))
+	if len(byName) != 2 || !reflect.DeepEqual(must(byName[0].Float32s()), device) {
+		t.Fatal("TensorsByName differs from SnData")
+	}
+	grad := must(must(c.s.SnGrad(c.p[0])).Float32s())
+	if reflect.DeepEqual(grad, make([]float32, len(grad))) {
+		t.Fatal("no gradient on the device after a training run")
+	}
+	if reflect.DeepEqual(must(c.p[0].Float32s()), device) {
+		t.Fatal("the host weights moved without ToCPU")
+	}
+	if err := c.s.ToCPU(Parameters); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(must(c.p[0].Float32s()), device) {
+		t.Fatal("ToCPU did not copy the device weights to the host")
+	}
+	zeros := must(NewTensor(Float32, []int64{6, 4}))
+	if err := c.s.SetSnData(c.p[0], zeros); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(must(must(c.s.SnData(c.p[0])).Float32s()), make([]float32, 24)) {
+		t.Fatal("SetSnData did not set the device value")
+	}
+	if err := c.s.ToRDU(Parameters); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(must(must(c.s.SnData(c.p[0])).Float32s()), device) {
+		t.Fatal("ToRDU did not copy the host weights to the device")
+	}
+	if _, err := c.s.TensorsByName("no_such_tensor"); !errors.Is(err, NotFound) {
+		t.Fatalf("got %v, expected %v", err, NotFound)
+	}
+	if err := c.s.Unload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.s.Run([]*Tensor{c.x, c.y}, c.outs, nil); !errors.Is(err, InvalidState) {
+		t.Fatalf("run without a PEF: got %v, expected %v", err, InvalidState)
+	}
+}
+
+func TestCompileOptions(t *testing.T) {
+	p := params()
+	x, y := data()
+	model := func(in []*Tensor) ([]*Tensor, error) {
+		loss, err := forward(p, in[0], in[1])
+		return []*Tensor{loss}, err
+	}
+	s := must(NewSession(1))
+	defer s.Close()
+	dir := t.TempDir()
+	pef := filepath.Join(dir, "inference.pef")
+	opts := &CompileOptions{Name: "infer", PEFPath: pef, Inference: true, Unoptimized: true, NoLog: true,
+		Metadata: map[string]string{"dataset": "synthetic"}}
+	if err := s.Compile(model, []*Tensor{x, y}, nil, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pef + ".log"); !os.IsNotExist(err) {
+		t.Fatalf("NoLog: the log exists (%v)", err)
+	}
+	// Loaded without re-tracing, as an inference app does.
+	if err := s.LoadPEF(pef); err != nil {
+		t.Fatal(err)
+	}
+	if types := must(s.Names(SectionTypeNames)); !reflect.DeepEqual(types, []string{"FWD"}) {
+		t.Fatalf("an inference PEF has sections %v", types)
+	}
+	outs := must(s.Run([]*Tensor{x, y}, nil, nil))
+	if got, want := must(outs[0].Item()), eagerLosses(1)[0]; math.Abs(got-want) > 1e-5 {
+		t.Fatalf("inference loss %v, eager %v", got, want)
+	}
+	// TraceGraph without a model loads the PEF and names its outputs.
+	traced := must(s.TraceGraph(nil, nil, nil, pef, nil))
+	outs = must(s.Run([]*Tensor{x, y}, traced, nil))
+	if len(traced) != 1 || len(outs) != 1 || math.Abs(must(outs[0].Item())-eagerLosses(1)[0]) > 1e-5 {
+		t.Fatalf("TraceGraph without a model: %d outputs, run gave %d", len(traced), len(outs))
+	}
+	bad := []*CompileOptions{{PEFPath: pef, Mapping: "diagonal"}, {PEFPath: pef, BatchSize: -1},
+		{PEFPath: pef, OutputGrads: []OutputGrad{{Index: 0, Mode: GradCustom}}}}
+	for _, o := range bad {
+		if err := s.Compile(model, []*Tensor{x, y}, nil, o); err == nil {
+			t.Errorf("%+v: compiled", o)
+		}
+	}
+}
