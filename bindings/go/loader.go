@@ -53,8 +53,9 @@ type producer struct {
 }
 
 // NewLoader starts a loader producing tensors named names with produce.
-// ctx bounds the loader's life: after it is cancelled, Next returns an
-// error with status Cancelled. opts may be nil.
+// ctx bounds the loader's life: once it is cancelled the producer is not
+// called again, and Next returns an error with status Cancelled after the
+// batches already prepared. opts may be nil.
 func NewLoader(ctx context.Context, names []string, produce ProduceFunc, opts *LoaderOptions) (*Loader, error) {
 	defer pin()()
 	if opts == nil {

@@ -98,7 +98,7 @@ func check(st C.samba_status) error {
 	return &Error{Status: Status(st), Message: C.GoString(C.samba_last_error_message())}
 }
 
-func invalid(format string) error { return &Error{Status: InvalidArgument, Message: format} }
+func invalid(message string) error { return &Error{Status: InvalidArgument, Message: message} }
 
 // Version is the library's version string, such as "0.1.0".
 func Version() string { return C.GoString(C.samba_version()) }
