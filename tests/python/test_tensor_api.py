@@ -31,7 +31,7 @@ def test_metadata_and_dtypes():
     assert t.numel() == t.nelement() == 60 and t.element_size() == 4 and t.nbytes == 240
     assert t.stride() == (20, 5, 1) and t.stride(0) == 20
     assert t.is_floating_point() and t.is_contiguous()
-    assert t.dtype == samba.float32 and t.dtype == "float" and t.type() == "float32"
+    assert t.dtype == samba.float32 and t.samba_dtype == "float" and t.type() == "float32"
     for conv, dt in ((t.bfloat16, "bfloat16"), (t.float, "float32"), (t.int, "int32"), (t.long, "int64"),
                      (t.short, "int16"), (t.bool, "bool")):
         assert conv().dtype == dt

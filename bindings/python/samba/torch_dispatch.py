@@ -11,6 +11,7 @@ registry op are called through the generated op function."""
 from ._lib import SambaError
 from . import dtypes
 from .ops import is_op, schema
+from .torch_fallback import run_fallback
 
 # (torch function, registry op, torch parameters). A parameter is `name`
 # (the op's input or attribute of that name), `name:opname` (renamed),
@@ -61,6 +62,7 @@ _DUNDER = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": 
            "__pow__": "pow", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
            "__ge__": "ge", "__neg__": "neg"}
 _resolved = None
+_methods = {}
 
 
 def torch_module():
@@ -148,22 +150,39 @@ def _call_table(cls, entry, args, kwargs):
     return cls._call_op(op, ordered, attrs)
 
 
+def _method_names(cls):
+    """SambaTensor's own methods (views, dtype conversions, max/min, split, expand, ...):
+    torch.<name>(x, ...) calls x.<name>(...) so function and method agree."""
+    names = _methods.get(cls)
+    if names is None:
+        names = _methods[cls] = {n for k in cls.__mro__ for n, v in vars(k).items()
+                                 if callable(v) and not n.startswith("_")}
+    return names
+
+
+def _op_name(torch, func):
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else func
+        return packet.__name__
+    return getattr(func, "__name__", "")
+
+
 def dispatch(cls, func, args, kwargs):
-    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`."""
+    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`.
+    In order: the mapping table, operators, SambaTensor's own methods, registry
+    ops of the same name, then torch's composites and decompositions
+    (torch_fallback.py), else a SambaError naming the call."""
     entry = _table().get(func)
     if entry is not None:
         return _call_table(cls, entry, args, kwargs)
-    name = getattr(func, "__name__", "")
+    torch = torch_module()
+    name = _op_name(torch, func)
     if name in _REVERSED and len(args) == 2:
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
-    if name in ("max", "min") and args:
+    if name in _method_names(cls) and args and hasattr(args[0], "shape"):
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
-    if name == "split":
-        return cls._coerce(args[0]).split(*args[1:], **kwargs)
-    if not is_op(name):
-        raise SambaError("SAMBA_ERR_UNSUPPORTED",
-                         f"torch function {getattr(func, '__module__', '') or 'torch'}.{name} has no Samba op; "
-                         f"supported: {sorted(p for _, _, p in _table().values())} and the registry ops")
-    return cls._call_bound(name, args, kwargs)
+    if is_op(name):
+        return cls._call_bound(name, args, kwargs)
+    return run_fallback(torch, func, args, kwargs)

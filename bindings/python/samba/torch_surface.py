@@ -1,0 +1,117 @@
+"""The parts of torch.Tensor's surface that models query besides ops:
+flags (is_nested, is_sparse, ...), device and layout, .to() with devices,
+expand with sizes, in-place methods on any dtype, torch.no_grad, and torch
+Tensor methods that are not registry ops (they go through the same
+__torch_function__ dispatch as torch.<name>(x, ...), so a method and its
+function never differ). TorchSurface is a base of SambaTensor; it needs the
+op layer and torch_dispatch only."""
+import sys
+
+from .ops import is_op
+from .torch_dispatch import dispatch, torch_module
+
+
+def _grad_disabled():
+    """torch.no_grad() is active (torch is never imported just to ask)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and not torch.is_grad_enabled()
+
+
+def _sizes(args):
+    if len(args) == 1 and not isinstance(args[0], int):
+        return [int(d) for d in args[0]]
+    return [int(d) for d in args]
+
+
+class TorchSurface:
+    __slots__ = ()
+
+    # Host tensors are dense, strided and on the host: what these flags say in torch.
+    is_nested = False
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+    is_cuda = False
+    is_mkldnn = False
+
+    @property
+    def layout(self):
+        return torch_module().strided
+
+    def get_device(self):
+        return -1  # torch's answer for a host tensor
+
+    @classmethod
+    def _call_op(cls, name, inputs, attrs=None):
+        out = super()._call_op(name, inputs, attrs)
+        if not _grad_disabled():
+            return out
+        # Under torch.no_grad() no result carries history, as in torch.
+        if isinstance(out, tuple):
+            return tuple(t.detach() if t.requires_grad else t for t in out)
+        return out.detach() if out.requires_grad else out
+
+    def to(self, *args, **kwargs):
+        """to(dtype), to(device), to(device, dtype), to(tensor), to(dtype=..., copy=...):
+        the host is the only device, so only a dtype changes anything."""
+        target = kwargs.get("dtype")
+        for a in args:
+            if hasattr(a, "samba_dtype") or (hasattr(a, "dtype") and type(a).__name__ == "Tensor"):
+                target = a.dtype
+            elif not (isinstance(a, str) or type(a).__name__ == "device" or a is None or isinstance(a, bool)):
+                target = a
+        if kwargs.get("copy"):
+            return super().to(target).clone() if target is not None else self.clone()
+        return super().to(target) if target is not None else self
+
+    def cuda(self, *args, **kwargs):
+        raise TypeError("SambaTensor.cuda(): Samba tensors live on the host or the device; use .to(dtype) only")
+
+    def __contains__(self, element):
+        """torch's `value in t`: whether any element equals it (not Python's row iteration)."""
+        return bool((self == element).long().sum().item())
+
+    def expand(self, *sizes):
+        """torch's expand: sizes per dim (leading new dims allowed; -1 keeps a dim)."""
+        sizes = _sizes(sizes)
+        shape = self.shape
+        lead = len(sizes) - len(shape)
+        if lead < 0:
+            raise ValueError(f"expand: {len(sizes)} sizes {tuple(sizes)} for a tensor of {len(shape)} dims "
+                             f"{shape}; expected at least {len(shape)}")
+        full = []
+        for i, s in enumerate(sizes):
+            if s == -1:
+                if i < lead:
+                    raise ValueError(f"expand: -1 is not allowed for the new leading dim {i} of {tuple(sizes)}")
+                s = shape[i - lead]
+            full.append(s)
+        if tuple(full) == shape:
+            return self
+        return self._call_op("expand", [self], {"shape": full})
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        inplace = name.endswith("_") and not name.endswith("__")
+        if inplace and is_op(name[:-1]) and not self._inplace_op_takes(name):
+            return lambda *args, **kwargs: self._assign(self._call_bound(name[:-1], (self,) + args, kwargs))
+        if is_op(name):
+            return super().__getattr__(name)
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch.Tensor, name):
+            func = getattr(torch, name, None) if callable(getattr(torch, name, None)) else getattr(torch.Tensor, name)
+            return lambda *args, **kwargs: dispatch(type(self), func, (self,) + args, kwargs)
+        return super().__getattr__(name)
+
+    def _inplace_op_takes(self, name):
+        """Whether registry op `name` (an in-place op) exists and takes this tensor's dtype;
+        float-only in-place ops (add_) on int buffers compute out of place and copy back."""
+        return is_op(name) and (self.is_floating_point() or name in ("copy_", "zero_"))
+
+    def _assign(self, value):
+        self._call_op("copy_", [self, self._coerce(value)])
+        return self
