@@ -34,7 +34,7 @@ def test_metadata_and_dtypes():
     assert t.dtype == samba.float32 and t.samba_dtype == "float" and t.type() == "float32"
     for conv, dt in ((t.bfloat16, "bfloat16"), (t.float, "float32"), (t.int, "int32"), (t.long, "int64"),
                      (t.short, "int16"), (t.bool, "bool")):
-        assert conv().dtype == dt
+        assert conv().samba_dtype == dt and conv().dtype == samba.dtypes.to_torch(dt)
     assert t.to(samba.float32).data_ptr() == t.data_ptr()  # same dtype: no copy
     assert t.to(samba.float64).dtype == samba.float64 and t.type(samba.int64).dtype == samba.int64
     assert t.type_as(samba.zeros(1, dtype="int8")).dtype == samba.int8

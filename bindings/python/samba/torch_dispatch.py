@@ -10,8 +10,8 @@ value that needs nothing). Functions not in the table whose name is a
 registry op are called through the generated op function."""
 from ._lib import SambaError
 from . import dtypes
-from .ops import is_op, schema
-from .torch_fallback import run_fallback
+from .ops import bind, is_op, schema
+from .torch_fallback import python_composite, run_fallback
 
 # (torch function, registry op, torch parameters). A parameter is `name`
 # (the op's input or attribute of that name), `name:opname` (renamed),
@@ -55,6 +55,11 @@ _TABLE = [
     ("exp", "exp", "input:x"),
     ("log", "log", "input:x"),
 ]
+
+# torch's other names of registry ops.
+_ALIASES = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub", "negative": "neg",
+            "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+            "not_equal": "ne", "clip": "clamp", "concat": "cat", "concatenate": "cat"}
 
 _REVERSED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
              "__rmatmul__": "matmul", "__rpow__": "pow"}
@@ -150,6 +155,24 @@ def _call_table(cls, entry, args, kwargs):
     return cls._call_op(op, ordered, attrs)
 
 
+def broadcast_shape(*shapes):
+    """torch.broadcast_shapes: trailing dims match or are 1."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            raise ValueError(f"broadcast_tensors: shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return out
+
+
+def broadcast_tensors(coerce, *tensors):
+    tensors = [coerce(t) for t in tensors]
+    shape = broadcast_shape(*(t.shape for t in tensors))
+    return tuple(t.expand(shape) for t in tensors)
+
+
 def _method_names(cls):
     """SambaTensor's own methods (views, dtype conversions, max/min, split, expand, ...):
     torch.<name>(x, ...) calls x.<name>(...) so function and method agree."""
@@ -167,6 +190,17 @@ def _op_name(torch, func):
     return getattr(func, "__name__", "")
 
 
+_REDUCTIONS = ("none", "mean", "sum")  # torch's reduction enum (torch._C._nn takes the int)
+
+
+def _call_registry(cls, name, args, kwargs):
+    """Registry op `name` called as torch calls it (positionally, torch's ints for enums)."""
+    inputs, attrs = bind(name, args, kwargs)
+    if isinstance(attrs.get("reduction"), int):
+        attrs["reduction"] = _REDUCTIONS[attrs["reduction"]]
+    return cls._call_op(name, [None if v is None else cls._coerce(v) for v in inputs], attrs)
+
+
 def dispatch(cls, func, args, kwargs):
     """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`.
     In order: the mapping table, operators, SambaTensor's own methods, registry
@@ -181,8 +215,15 @@ def dispatch(cls, func, args, kwargs):
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
+    if name in _ALIASES:
+        return cls._call_bound(_ALIASES[name], args, kwargs)
+    if name == "broadcast_tensors":
+        return broadcast_tensors(cls._coerce, *args)
     if name in _method_names(cls) and args and hasattr(args[0], "shape"):
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
+    composite = python_composite(func)
+    if composite is not None:
+        return run_fallback(torch, func, args, kwargs, composite)
     if is_op(name):
-        return cls._call_bound(name, args, kwargs)
+        return _call_registry(cls, name, args, kwargs)
     return run_fallback(torch, func, args, kwargs)

@@ -11,6 +11,7 @@ that neither the mapping table nor the registry names (docs/torch_frontend.md).
   3. anything else is one SambaError naming the torch function, its
      arguments' shapes and dtypes, and the line of the user's model that
      called it."""
+import inspect
 import os
 import sys
 import threading
@@ -94,14 +95,16 @@ def decomposition(torch, func, args, kwargs):
     for overload in aten_overloads(torch, func):
         fn = decomposition_table.get(overload)
         if fn is not None and _binds(torch, overload._schema, args, kwargs):
-            return fn
+            # The wrappers compute type promotion with isinstance(x, torch.Tensor),
+            # which a SambaTensor is not; Samba's ops promote by themselves.
+            return inspect.unwrap(fn)
     return None
 
 
-def run_fallback(torch, func, args, kwargs):
-    """Runs `func` through its Python composite or ATen decomposition; raises the
-    unsupported-function SambaError when it has neither."""
-    fn = python_composite(func) or decomposition(torch, func, args, kwargs)
+def run_fallback(torch, func, args, kwargs, fn=None):
+    """Runs `func` through `fn`, else its Python composite or ATen decomposition;
+    raises the unsupported-function SambaError when it has neither."""
+    fn = fn or python_composite(func) or decomposition(torch, func, args, kwargs)
     if fn is None:
         raise unsupported(func, args, kwargs)
     stack = getattr(_active, "stack", None)
@@ -110,8 +113,24 @@ def run_fallback(torch, func, args, kwargs):
     stack.append(qualified_name(func))
     try:
         return fn(*args, **kwargs)
+    except (AssertionError, ValueError, TypeError) as e:
+        # torch._refs' decompositions assert that operands are torch.Tensors:
+        # that is "no decomposition Samba can run", not the user's mistake.
+        if _raised_in_torch_refs(e):
+            stack.pop()
+            stack.append(None)  # the error is about this function, not inside it
+            raise unsupported(func, args, kwargs) from e
+        raise
     finally:
         stack.pop()
+
+
+def _raised_in_torch_refs(error):
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module.startswith(("torch._refs", "torch._prims", "torch._decomp"))
 
 
 def qualified_name(func):
@@ -158,7 +177,7 @@ def unsupported(func, args, kwargs):
     hint = ""
     if getattr(func, "__name__", "") in SORTING_FUNCTIONS:
         hint = " (Samba has no sort op yet to give its (values, indices))"
-    inside = getattr(_active, "stack", None)
+    inside = [f for f in getattr(_active, "stack", ()) if f]
     within = f" (inside {' -> '.join(inside)})" if inside else ""
     return SambaError("SAMBA_ERR_UNSUPPORTED",
                       f"{qualified_name(func)}({', '.join(parts)}) called at {caller()}{within} has no Samba op{hint} and "

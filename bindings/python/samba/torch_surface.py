@@ -71,6 +71,12 @@ class TorchSurface:
         """torch's `value in t`: whether any element equals it (not Python's row iteration)."""
         return bool((self == element).long().sum().item())
 
+    def unbind(self, dim=0):
+        return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+    def square(self):
+        return self * self
+
     def expand(self, *sizes):
         """torch's expand: sizes per dim (leading new dims allowed; -1 keeps a dim)."""
         sizes = _sizes(sizes)
@@ -97,8 +103,8 @@ class TorchSurface:
         if name.startswith("__"):
             raise AttributeError(name)
         inplace = name.endswith("_") and not name.endswith("__")
-        if inplace and is_op(name[:-1]) and not self._inplace_op_takes(name):
-            return lambda *args, **kwargs: self._assign(self._call_bound(name[:-1], (self,) + args, kwargs))
+        if inplace and (self._inplace_op_takes(name) or is_op(name[:-1])):
+            return lambda *args, **kwargs: self._in_place(name, args, kwargs)
         if is_op(name):
             return super().__getattr__(name)
         torch = sys.modules.get("torch")
@@ -112,6 +118,12 @@ class TorchSurface:
         float-only in-place ops (add_) on int buffers compute out of place and copy back."""
         return is_op(name) and (self.is_floating_point() or name in ("copy_", "zero_"))
 
-    def _assign(self, value):
-        self._call_op("copy_", [self, self._coerce(value)])
+    def _in_place(self, name, args, kwargs):
+        """x.<op>_(...): the registry's in-place op, else op `name` out of place copied back;
+        returns x, as torch does (registry in-place ops have no outputs)."""
+        if self._inplace_op_takes(name):
+            self._call_bound(name, (self,) + args, kwargs)
+        else:
+            result = self._call_bound(name[:-1], (self,) + args, kwargs)
+            self._call_op("copy_", [self, self._coerce(result)])
         return self
