@@ -27,8 +27,12 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# The Hugging Face tests' venv (PyPI; idempotent), once the system packages are in.
+python_env() { bash "$(dirname "$0")/setup_python_env.sh"; }
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  python_env
   exit 0
 fi
 
@@ -45,3 +49,4 @@ fi
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
+python_env
