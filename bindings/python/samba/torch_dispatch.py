@@ -11,7 +11,7 @@ registry op are called through the generated op function."""
 from ._lib import SambaError
 from . import dtypes
 from .ops import bind, is_op, schema
-from .torch_fallback import python_composite, run_fallback
+from .torch_fallback import decomposition_module, python_composite, qualified_name, run_fallback
 
 # (torch function, registry op, torch parameters). A parameter is `name`
 # (the op's input or attribute of that name), `name:opname` (renamed),
@@ -201,29 +201,56 @@ def _call_registry(cls, name, args, kwargs):
     return cls._call_op(name, [None if v is None else cls._coerce(v) for v in inputs], attrs)
 
 
-def dispatch(cls, func, args, kwargs):
-    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`.
-    In order: the mapping table, operators, SambaTensor's own methods, registry
-    ops of the same name, then torch's composites and decompositions
-    (torch_fallback.py), else a SambaError naming the call."""
+def route(cls, func, tensor_first=True):
+    """(route, target): how dispatch runs torch function `func` on tensor class
+    `cls`, in order: 'table' (the mapping table's op), 'operator', 'alias'
+    (another name of a registry op), 'front end' (computed here), 'method'
+    (SambaTensor's own, when the first argument is a tensor), 'composite'
+    (torch's Python body), 'op' (the registry op of the same name),
+    'decomposition' (torch._decomp's, with the module it comes from), or
+    'unsupported'. docs/torch_ops.md is generated from it."""
     entry = _table().get(func)
     if entry is not None:
-        return _call_table(cls, entry, args, kwargs)
+        return "table", entry[0]
     torch = torch_module()
     name = _op_name(torch, func)
-    if name in _REVERSED and len(args) == 2:
-        return cls._coerce(args[1])._op(_REVERSED[name], args[0])
-    if name in _DUNDER:
-        return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
+    if name in _REVERSED or name in _DUNDER:
+        return "operator", _REVERSED.get(name) or _DUNDER[name]
     if name in _ALIASES:
-        return cls._call_bound(_ALIASES[name], args, kwargs)
+        return "alias", _ALIASES[name]
     if name == "broadcast_tensors":
-        return broadcast_tensors(cls._coerce, *args)
-    if name in _method_names(cls) and args and hasattr(args[0], "shape"):
-        return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
-    composite = python_composite(func)
-    if composite is not None:
-        return run_fallback(torch, func, args, kwargs, composite)
+        return "front end", name
+    if tensor_first and name in _method_names(cls):
+        return "method", name
+    if python_composite(func) is not None:
+        return "composite", qualified_name(func)
     if is_op(name):
-        return _call_registry(cls, name, args, kwargs)
+        return "op", name
+    module = decomposition_module(torch, func)
+    if module is not None:
+        return "decomposition", module
+    return "unsupported", None
+
+
+def dispatch(cls, func, args, kwargs):
+    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`
+    (route() says which way), else a SambaError naming the call."""
+    kind, target = route(cls, func, tensor_first=bool(args) and hasattr(args[0], "shape"))
+    torch = torch_module()
+    if kind == "table":
+        return _call_table(cls, _table()[func], args, kwargs)
+    if kind == "operator":
+        if _op_name(torch, func) in _REVERSED:
+            return cls._coerce(args[1])._op(target, args[0])
+        return cls._coerce(args[0])._op(target, *args[1:])
+    if kind == "alias":
+        return cls._call_bound(target, args, kwargs)
+    if kind == "front end":
+        return broadcast_tensors(cls._coerce, *args)
+    if kind == "method":
+        return getattr(cls._coerce(args[0]), target)(*args[1:], **kwargs)
+    if kind == "composite":
+        return run_fallback(torch, func, args, kwargs, python_composite(func))
+    if kind == "op":
+        return _call_registry(cls, target, args, kwargs)
     return run_fallback(torch, func, args, kwargs)

@@ -101,6 +101,17 @@ def decomposition(torch, func, args, kwargs):
     return None
 
 
+def decomposition_module(torch, func):
+    """The module of torch._decomp's decomposition of any overload of `func`
+    ('torch._decomp.decompositions', 'torch._refs', ...), or None."""
+    from torch._decomp import decomposition_table  # noqa: PLC0415 - torch is loaded by now; this part is heavy
+    for overload in aten_overloads(torch, func):
+        fn = decomposition_table.get(overload)
+        if fn is not None:
+            return inspect.unwrap(fn).__module__
+    return None
+
+
 def run_fallback(torch, func, args, kwargs, fn=None):
     """Runs `func` through `fn`, else its Python composite or ATen decomposition;
     raises the unsupported-function SambaError when it has neither."""
