@@ -68,6 +68,7 @@ _DUNDER = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": 
            "__ge__": "ge", "__neg__": "neg"}
 _resolved = None
 _methods = {}
+_routes = {}
 
 
 def torch_module():
@@ -209,6 +210,13 @@ def route(cls, func, tensor_first=True):
     (torch's Python body), 'op' (the registry op of the same name),
     'decomposition' (torch._decomp's, with the module it comes from), or
     'unsupported'. docs/torch_ops.md is generated from it."""
+    key = (cls, func, tensor_first)
+    if key not in _routes:
+        _routes[key] = _find_route(cls, func, tensor_first)
+    return _routes[key]
+
+
+def _find_route(cls, func, tensor_first):
     entry = _table().get(func)
     if entry is not None:
         return "table", entry[0]

@@ -108,7 +108,7 @@ class TorchSurface:
         if is_op(name):
             return super().__getattr__(name)
         torch = sys.modules.get("torch")
-        if torch is not None and hasattr(torch.Tensor, name):
+        if torch is not None and callable(getattr(torch.Tensor, name, None)):
             func = getattr(torch, name, None) if callable(getattr(torch, name, None)) else getattr(torch.Tensor, name)
             return lambda *args, **kwargs: dispatch(type(self), func, (self,) + args, kwargs)
         return super().__getattr__(name)
