@@ -103,11 +103,7 @@ class Forward(nn.Module):
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param("gpt2", marks=pytest.mark.xfail(
-        strict=True, raises=samba.SambaError,
-        reason="the compiler writes a constant of GPT-2's backward graph with 4 bytes for an 8-byte tensor "
-               "('sub_126'), which trace_graph refuses as a corrupt PEF")),
-    "bert", "encoder_layer", "multihead_attention",
+    "gpt2", "bert", "encoder_layer", "multihead_attention",
 ])
 def test_compiled_forward_matches_pytorch(case, tmp_path):
     model, inputs, forward, want = prepared(case)
@@ -143,11 +139,7 @@ ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param("gpt2", marks=pytest.mark.xfail(
-        strict=True, raises=samba.SambaError,
-        reason="the compiler writes a constant of GPT-2's backward graph with 4 bytes for an 8-byte tensor, "
-               "which trace_graph refuses as a corrupt PEF")),
-    "bert", "encoder_layer",
+    "gpt2", "bert", "encoder_layer",
 ])
 def test_compiled_adamw_training_matches_pytorch(case, tmp_path):
     make_model, make_inputs, loss_of = TRAINING[case]

@@ -139,3 +139,28 @@ def test_unsupported_function_names_itself_its_arguments_and_the_calling_line():
 
     with pytest.raises(samba.SambaError, match=r"torch.nn.functional.mish -> torch.mish"):
         F.mish(x)
+
+
+def test_float_exponent_backward_compiles_to_a_pef_that_loads(tmp_path):
+    # pow's backward computes `exponent - 1` on wrapped scalars alone; the
+    # compiler folds it and must store it in the dtype the graph declares
+    # (GPT-2's GELU is x ** 3.0).
+    class Cube(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.pow(self.fc(x), 3.0).sum()
+
+    torch.manual_seed(0)
+    model = Cube()
+    reference = Cube()
+    reference.load_state_dict(model.state_dict())
+    samba.from_torch_model_(model)
+    x = samba.randn(2, 4, name="x", batch_dim=0)
+    pef = samba.session.compile(model, (x,), None, name="cube", pef_path=str(tmp_path / "cube.pef"))
+    outs = samba.utils.trace_graph(model, (x,), None, pef=pef)
+    got = samba.session.run([x], outs, section_types=["FWD"])
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert got.item() == pytest.approx(reference(host(x)).item(), rel=1e-5)
