@@ -4,7 +4,6 @@ name, so that `t.dtype == torch.float32` holds as it does in SambaFlow.
 SambaTensor.dtype itself is the torch dtype when torch imports (models pass
 it to torch.finfo and torch.full); from_name and to_torch convert both ways."""
 import ctypes
-import sys
 
 from ._lib import lib, call
 
@@ -69,11 +68,6 @@ def public(code):
 def to_torch(dtype):
     """The torch dtype for a Samba DType, code, name or torch dtype."""
     return from_name(dtype).to_torch()
-
-
-def torch_loaded():
-    """Whether torch is imported already (checked without importing it)."""
-    return "torch" in sys.modules
 
 
 _NAMES = ("float32", "bfloat16", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")

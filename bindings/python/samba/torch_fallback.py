@@ -90,7 +90,7 @@ def _binds(torch, schema, args, kwargs):
 
 
 def decomposition(torch, func, args, kwargs):
-    """torch._decomp's decomposition of the ATen overload `func` is, for these arguments; or None."""
+    """torch._decomp's decomposition of an ATen overload of `func` that these arguments fit, or None."""
     from torch._decomp import decomposition_table  # noqa: PLC0415 - torch is loaded by now; this part is heavy
     for overload in aten_overloads(torch, func):
         fn = decomposition_table.get(overload)
