@@ -10,6 +10,8 @@
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
 #                  (bench/peers/run_peers.sh: installs the peers into bench/.venv)
+#   make docs      the API reference as HTML in $(BUILD)/docs/html (Doxygen: the C
+#                  headers' doc comments and the Python package's docstrings)
 #   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
@@ -21,7 +23,7 @@ CTEST_ARGS ?=
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan demo bench bench-peers install clean format
+.PHONY: all setup configure build test asan tsan demo bench bench-peers docs install clean format
 
 all: build
 
@@ -73,6 +75,15 @@ bench: setup
 # Needs the network (PyPI) on its first run; nothing else depends on it.
 bench-peers: setup
 	bash bench/peers/run_peers.sh $(BUILD)
+
+docs: setup
+	$(MAKE) configure
+	cmake --build $(BUILD) --target samba_typed_ops_header
+	mkdir -p $(BUILD)/docs
+	SAMBA_DOCS_OUT=$(BUILD)/docs SAMBA_GENERATED_INCLUDE=$(BUILD)/generated/include \
+	  SAMBA_DOCS_INPUT_PYTHON=bindings/python/samba SAMBA_DOCS_WARN_AS_ERROR=NO \
+	  SAMBA_DOCS_WARN_LOG=$(BUILD)/docs/warnings.log doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD)/docs/html/index.html ($$(wc -l < $(BUILD)/docs/warnings.log) warnings in $(BUILD)/docs/warnings.log)"
 
 # PREFIX given here wins over the one the build was configured with.
 install: build

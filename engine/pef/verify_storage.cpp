@@ -152,9 +152,13 @@ struct Extent {
 
 std::string extent_str(const Extent& e) { return fmt::format("[{}, {})", e.begin, e.end); }
 
+// A tensor without a region name is its own region, named after itself (as
+// the compiler's memory plan keys regions), so `region_name="t0"` on t2
+// shares t0's bytes.
+const std::string& region_of(const TensorDesc& t) { return t.region.empty() ? t.name : t.region; }
+
 bool same_region(const ProgramDesc& p, const Extent& a, const Extent& b) {
-  const std::string& ra = p.tensors[a.tensor].region;
-  return !ra.empty() && ra == p.tensors[b.tensor].region;
+  return region_of(p.tensors[a.tensor]) == region_of(p.tensors[b.tensor]);
 }
 
 // Persistent tensors never share bytes (but for one region), and no

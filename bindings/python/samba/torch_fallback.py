@@ -18,7 +18,6 @@ import threading
 import types
 
 from ._lib import SambaError
-from .tensor_ops import SORTING_FUNCTIONS
 
 _HAS_TORCH_FUNCTION = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
 _composites = {}
@@ -185,11 +184,8 @@ def caller():
 def unsupported(func, args, kwargs):
     """The error for a torch function Samba cannot run."""
     parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
-    hint = ""
-    if getattr(func, "__name__", "") in SORTING_FUNCTIONS:
-        hint = " (Samba has no sort op yet to give its (values, indices))"
     inside = [f for f in getattr(_active, "stack", ()) if f]
     within = f" (inside {' -> '.join(inside)})" if inside else ""
     return SambaError("SAMBA_ERR_UNSUPPORTED",
-                      f"{qualified_name(func)}({', '.join(parts)}) called at {caller()}{within} has no Samba op{hint} and "
+                      f"{qualified_name(func)}({', '.join(parts)}) called at {caller()}{within} has no Samba op and "
                       f"no decomposition into Samba ops; docs/torch_ops.md lists what is covered")

@@ -1,6 +1,6 @@
 """The parts of torch.Tensor's surface that models query besides ops:
 flags (is_nested, is_sparse, ...), device and layout, .to() with devices,
-expand with sizes, in-place methods on any dtype, torch.no_grad, and torch
+in-place methods on any dtype, torch.no_grad, and torch
 Tensor methods that are not registry ops (they go through the same
 __torch_function__ dispatch as torch.<name>(x, ...), so a method and its
 function never differ). TorchSurface is a base of SambaTensor; it needs the
@@ -15,12 +15,6 @@ def _grad_disabled():
     """torch.no_grad() is active (torch is never imported just to ask)."""
     torch = sys.modules.get("torch")
     return torch is not None and not torch.is_grad_enabled()
-
-
-def _sizes(args):
-    if len(args) == 1 and not isinstance(args[0], int):
-        return [int(d) for d in args[0]]
-    return [int(d) for d in args]
 
 
 class TorchSurface:
@@ -77,33 +71,11 @@ class TorchSurface:
     def square(self):
         return self * self
 
-    def expand(self, *sizes):
-        """torch's expand: sizes per dim (leading new dims allowed; -1 keeps a dim)."""
-        sizes = _sizes(sizes)
-        shape = self.shape
-        lead = len(sizes) - len(shape)
-        if lead < 0:
-            raise ValueError(f"expand: {len(sizes)} sizes {tuple(sizes)} for a tensor of {len(shape)} dims "
-                             f"{shape}; expected at least {len(shape)}")
-        full = []
-        for i, s in enumerate(sizes):
-            if s == -1:
-                if i < lead:
-                    raise ValueError(f"expand: -1 is not allowed for the new leading dim {i} of {tuple(sizes)}")
-                s = shape[i - lead]
-            full.append(s)
-        if tuple(full) == shape:
-            return self
-        return self._call_op("expand", [self], {"shape": full})
-
-    def expand_as(self, other):
-        return self.expand(other.shape)
-
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
         inplace = name.endswith("_") and not name.endswith("__")
-        if inplace and (self._inplace_op_takes(name) or is_op(name[:-1])):
+        if inplace and (is_op(name) or is_op(name[:-1])):
             return lambda *args, **kwargs: self._in_place(name, args, kwargs)
         if is_op(name):
             return super().__getattr__(name)
@@ -113,15 +85,11 @@ class TorchSurface:
             return lambda *args, **kwargs: dispatch(type(self), func, (self,) + args, kwargs)
         return super().__getattr__(name)
 
-    def _inplace_op_takes(self, name):
-        """Whether registry op `name` (an in-place op) exists and takes this tensor's dtype;
-        float-only in-place ops (add_) on int buffers compute out of place and copy back."""
-        return is_op(name) and (self.is_floating_point() or name in ("copy_", "zero_"))
-
     def _in_place(self, name, args, kwargs):
-        """x.<op>_(...): the registry's in-place op, else op `name` out of place copied back;
-        returns x, as torch does (registry in-place ops have no outputs)."""
-        if self._inplace_op_takes(name):
+        """x.<op>_(...): the registry's in-place op, else the op out of place copied back
+        (x.mul_(3) on an int32 tensor); returns x, as torch does (registry in-place ops
+        have no outputs)."""
+        if is_op(name):
             self._call_bound(name, (self,) + args, kwargs)
         else:
             result = self._call_bound(name[:-1], (self,) + args, kwargs)
