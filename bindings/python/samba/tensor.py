@@ -471,9 +471,9 @@ def to_handles(tensors):
     return handles([t._h for t in tensors])
 
 
-def from_dlpack(obj):
+def from_dlpack(obj, as_bool=False):
     """A SambaTensor sharing the memory of any object with __dlpack__ (or a DLPack capsule)."""
-    return SambaTensor._wrap(handle_from_dlpack(obj))
+    return SambaTensor._wrap(handle_from_dlpack(obj, as_bool))
 
 
 def from_torch_tensor(tensor, name=None, batch_dim=None, named_dims=None, region_name=None):
@@ -484,8 +484,10 @@ def from_torch_tensor(tensor, name=None, batch_dim=None, named_dims=None, region
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"from_torch_tensor: expected a torch.Tensor or SambaTensor, got {type(tensor).__name__}")
     source = tensor.detach()
-    # DLPack bool codes differ between torch versions: bools are shared through numpy.
-    t = from_numpy(source.numpy()) if source.dtype == torch.bool else from_dlpack(torch.utils.dlpack.to_dlpack(source))
+    # Through DLPack the engine owns a reference to torch's memory, so a mask made
+    # inside a traced forward outlives the torch tensor as a graph constant.
+    is_bool = source.dtype == torch.bool
+    t = from_dlpack(torch.utils.dlpack.to_dlpack(source.view(torch.uint8) if is_bool else source), as_bool=is_bool)
     t._keep = tensor
     if tensor.requires_grad and tensor.is_leaf:
         t.requires_grad = True
