@@ -68,6 +68,24 @@ def test_expand_with_sizes_and_minus_one():
         x.expand(-1, 3, 4)
 
 
+@pytest.mark.parametrize("call", [
+    lambda x: x.norm(p="fro"),
+    lambda x: x.norm(p="fro", dim=(0, 1)),
+    lambda x: x.norm(1, 1, True),
+    lambda x: x.masked_fill(x < 0, torch.tensor(-2.0)),
+    lambda x: x.clone().masked_fill_(x < 0, torch.tensor(-2.0)),
+    lambda x: torch.full_like(x, torch.tensor(3.0)),
+    lambda x: x.sum(1, keepdim=True),
+    lambda x: x.clone().tril_(-1),
+], ids=["norm_fro", "norm_fro_dims", "norm_positional", "masked_fill_tensor", "masked_fill__tensor",
+        "full_like_tensor", "sum_keepdim", "tril_"])
+def test_methods_take_the_route_of_their_torch_functions(call):
+    """x.<name>(...) accepts what torch.<name>(x, ...) does: torch's spellings (p='fro',
+    a one-element tensor as fill value) go through the same mapping."""
+    x = samba.randn(3, 4)
+    np.testing.assert_allclose(call(x).numpy(), call(host(x)).numpy(), rtol=1e-6)
+
+
 def test_inplace_ops_on_int64_buffers():
     count = samba.zeros((), dtype="int64")
     count.add_(1)

@@ -286,3 +286,23 @@ def test_batch_norm_cnn_compiled_training_and_inference_match_torch(tmp_path):
     np.testing.assert_allclose(compiled, expected, rtol=1e-5, atol=1e-5)
     s.to_cpu(model)
     assert_state_matches(model, reference)
+
+
+def test_evaluating_a_training_pef_with_batch_norm_is_refused(tmp_path):
+    # train=False only zeroes dropout: a batch norm traced in training mode
+    # would keep normalizing with batch statistics and updating the running ones.
+    model, _ = fresh_pair(3)
+    net = WithLoss(model)
+    (xs, ys), = batches(1)
+    x, y = samba.from_numpy(xs, name="x"), samba.from_numpy(ys, name="y")
+    opt = samba.optim.AdamW(list(net.parameters()), **ADAMW)
+    s = samba.session
+    pef = s.compile(net, (x, y), opt, name="bn_eval_refused", pef_path=str(tmp_path / "bn_eval_refused.pef"))
+    outs = utils.trace_graph(net, (x, y), opt, pef=pef)
+    with pytest.raises(samba.SambaError, match=r"train=False.*batch_norm in training mode.*'bn\.running_mean'"):
+        s.run([x, y], outs, section_types=["FWD"], train=False)
+    s.to_cpu(net)
+    assert model.bn.num_batches_tracked.item() == 0, "the refused run changed nothing"
+    s.run([x, y], outs)
+    s.to_cpu(net)
+    assert model.bn.num_batches_tracked.item() == 1

@@ -151,6 +151,12 @@ def _table():
     return _resolved
 
 
+def table_function(name):
+    """torch.<name> when the mapping table maps it (so x.<name>(...) takes the same route), else None."""
+    func = getattr(torch_module(), name, None)
+    return func if func is not None and func in _table() else None
+
+
 def _attr_value(v):
     torch = torch_module()
     if isinstance(v, torch.dtype):

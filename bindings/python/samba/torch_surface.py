@@ -1,14 +1,14 @@
 """The parts of torch.Tensor's surface that models query besides ops:
 flags (is_nested, is_sparse, ...), device and layout, .to() with devices,
 in-place methods on any dtype, torch.no_grad, and torch
-Tensor methods that are not registry ops (they go through the same
-__torch_function__ dispatch as torch.<name>(x, ...), so a method and its
-function never differ). TorchSurface is a base of SambaTensor; it needs the
+Tensor methods that torch's functions of the same name map (they go
+through the same __torch_function__ dispatch as torch.<name>(x, ...), so a
+method and its function never differ). TorchSurface is a base of SambaTensor; it needs the
 op layer and torch_dispatch only."""
 import sys
 
 from .ops import is_op
-from .torch_dispatch import dispatch, torch_module
+from .torch_dispatch import dispatch, table_function, torch_module
 
 
 def _grad_disabled():
@@ -77,9 +77,12 @@ class TorchSurface:
         inplace = name.endswith("_") and not name.endswith("__")
         if inplace and (is_op(name) or is_op(name[:-1])):
             return lambda *args, **kwargs: self._in_place(name, args, kwargs)
+        torch = sys.modules.get("torch")
+        mapped = table_function(name) if torch is not None else None
+        if mapped is not None:  # torch's spelling of the arguments (p='fro'), as torch.<name>(x, ...)
+            return lambda *args, **kwargs: dispatch(type(self), mapped, (self,) + args, kwargs)
         if is_op(name):
             return super().__getattr__(name)
-        torch = sys.modules.get("torch")
         if torch is not None and callable(getattr(torch.Tensor, name, None)):
             func = getattr(torch, name, None) if callable(getattr(torch, name, None)) else getattr(torch.Tensor, name)
             return lambda *args, **kwargs: dispatch(type(self), func, (self,) + args, kwargs)
@@ -92,6 +95,6 @@ class TorchSurface:
         if is_op(name):
             self._call_bound(name, (self,) + args, kwargs)
         else:
-            result = self._call_bound(name[:-1], (self,) + args, kwargs)
+            result = getattr(self, name[:-1])(*args, **kwargs)
             self._call_op("copy_", [self, self._coerce(result)])
         return self
