@@ -1,7 +1,9 @@
 """Models someone else wrote run unchanged: Hugging Face GPT-2 and BERT (two
 layers, small hidden size, random init from a seeded config) and torch's
 TransformerEncoderLayer and MultiheadAttention, converted with
-from_torch_model_, give PyTorch's outputs eagerly and from a compiled PEF.
+from_torch_model_, give PyTorch's outputs eagerly and from a compiled PEF
+and train like PyTorch; pretrained models load with from_pretrained from a
+directory the test writes (nothing is downloaded).
 
 Needs transformers (4.35, the last line for torch 1.13): ctest runs this file
 in the venv scripts/setup_python_env.sh makes (python.hf_models)."""
@@ -171,3 +173,45 @@ def test_compiled_adamw_training_matches_pytorch(case, tmp_path):
         kept = ~noise[name].numpy()
         np.testing.assert_allclose(p.cpu().numpy()[kept], trained[name].detach().numpy()[kept], atol=1e-4,
                                    err_msg=name)
+
+
+PRETRAINED = {
+    "gpt2": (gpt2, transformers.GPT2LMHeadModel, lambda: (token_ids(),),
+             lambda m, ids: m(ids, use_cache=False).logits),
+    "bert": (bert, transformers.BertModel, lambda: (token_ids(), padding_mask()),
+             lambda m, ids, mask: m(ids, attention_mask=mask).last_hidden_state),
+}
+
+
+@pytest.mark.parametrize("case, safe_serialization", [("gpt2", True), ("gpt2", False), ("bert", True)],
+                         ids=["gpt2-safetensors", "gpt2-pytorch_model.bin", "bert-safetensors"])
+def test_pretrained_from_a_local_directory_runs_with_its_weights_on_the_device(case, safe_serialization, tmp_path):
+    """save_pretrained then from_pretrained of the directory (nothing is downloaded):
+    the converted model's compiled forward gives the saved model's outputs."""
+    make_model, model_class, make_inputs, forward = PRETRAINED[case]
+    torch.manual_seed(1)
+    saved = make_model()
+    inputs = make_inputs()
+    saved.save_pretrained(tmp_path, safe_serialization=safe_serialization)
+    assert (tmp_path / ("model.safetensors" if safe_serialization else "pytorch_model.bin")).exists()
+    with torch.no_grad():
+        want = forward(saved, *inputs).numpy()
+    torch.manual_seed(2)  # a different random init: only the loaded weights give `want`
+    model = model_class.from_pretrained(tmp_path, local_files_only=True).eval()
+    samba.from_torch_model_(model)
+    state = saved.state_dict()
+    for name, p in model.named_parameters():
+        assert isinstance(p, samba.SambaTensor), name
+        np.testing.assert_array_equal(np.asarray(p.numpy()), state[name].numpy(), err_msg=name)
+
+    traced = Forward(model, forward)
+    xs = [samba.from_torch_tensor(t, name=f"input{i}", batch_dim=0) for i, t in enumerate(inputs)]
+    session = samba.session
+    pef = session.compile(traced, xs, None, name=f"pretrained_{case}", pef_path=str(tmp_path / f"{case}.pef"),
+                          loss_indices=[0])
+    outs = samba.utils.trace_graph(traced, xs, None, pef=pef, init_output_grads=False)
+    got = session.run(xs, outs, section_types=["FWD"])[0]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    session.to_cpu(traced)
+    for name, p in model.named_parameters():
+        np.testing.assert_array_equal(np.asarray(p.numpy()), state[name].numpy(), err_msg=name)
