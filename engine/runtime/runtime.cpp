@@ -20,30 +20,6 @@
 
 namespace samba::runtime {
 
-namespace {
-
-// Evaluation (train = 0) only zeroes dropout rates. A batch_norm traced in
-// training mode with running statistics would still normalize with the
-// batch's statistics and update the running ones, unlike torch's eval():
-// refuse instead of answering differently.
-void check_evaluable(const pef::ProgramDesc& d, const std::vector<int32_t>& calls) {
-  constexpr size_t kRunningMean = 3;  // batch_norm's inputs: x, weight, bias, running_mean, ...
-  for (int32_t c : calls) {
-    const pef::SectionDesc& section = d.sections[static_cast<size_t>(d.schedule[static_cast<size_t>(c)].section)];
-    for (int32_t k : section.kernels)
-      for (const pef::OpCall& op : d.kernels[static_cast<size_t>(k)].ops)
-        SAMBA_CHECK(op.op != "batch_norm" || !op.attrs.b("training") || op.inputs.size() <= kRunningMean ||
-                        op.inputs[kRunningMean] < 0,
-                    Status::InvalidArgument,
-                    "run: train=False, but section '{}' of the PEF '{}' computes batch_norm in training mode (batch "
-                    "statistics, updating running_mean '{}'): evaluation cannot switch it to the running statistics. "
-                    "Compile the model after model.eval() (inference=True, or a second graph) to evaluate it",
-                    section.name, d.name, d.tensors[static_cast<size_t>(op.inputs[kRunningMean])].name);
-  }
-}
-
-}  // namespace
-
 struct Runtime::ContextLease {
   Runtime* rt = nullptr;
   ExecutionContext* ctx = nullptr;
@@ -384,6 +360,7 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
   values.argins = &ctx.argin_values();
   values.profiler = profiler_;
   values.kernel_names = &kernel_names_;
+  values.train = r.train;
   // A run with a forward pass is a new step (new dropout masks); a backward
   // without one reuses the masks of the last forward.
   values.rng_step = has_fwd ? step_.fetch_add(1) + 1 : step_.load();
@@ -468,7 +445,6 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   autograd::NoGradGuard no_grad;
   const auto& d = program_->desc();
   const std::vector<int32_t> calls = select_calls(r);
-  if (!r.train) check_evaluable(d, calls);
   bool writes_state = !r.grad_of_outputs.empty();
   std::vector<int32_t> graphs_run;
   for (int32_t c : calls) {

@@ -86,6 +86,38 @@ def test_methods_take_the_route_of_their_torch_functions(call):
     np.testing.assert_allclose(call(x).numpy(), call(host(x)).numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize("inplace", [
+    lambda y, x: y.mul_(3),
+    lambda y, x: y.add_(x),
+    lambda y, x: y.clamp_(min=0),
+    lambda y, x: F.relu(y, inplace=True),
+    lambda y, x: nn.LeakyReLU(0.1, inplace=True)(y),
+], ids=["mul_", "add_", "clamp_", "relu_inplace", "leaky_relu_module_inplace"])
+def test_inplace_ops_on_tensors_with_history_give_torchs_gradients(inplace):
+    a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+
+    def loss(x):
+        y = x * 2
+        assert inplace(y, x) is y
+        return (y * y).sum()
+
+    ours, theirs = samba.from_numpy(a).requires_grad_(), torch.tensor(a, requires_grad=True)
+    got, want = loss(ours), loss(theirs)
+    got.backward(), want.backward()
+    assert got.item() == pytest.approx(want.item(), rel=1e-6)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6)
+
+
+def test_inplace_op_on_a_parameter_that_requires_grad_is_refused_outside_no_grad():
+    layer = samba.from_torch_model_(nn.Linear(2, 2))
+    with pytest.raises(samba.SambaError, match="'weight' is a parameter that requires grad"):
+        layer.weight.mul_(2)
+    before = np.array(layer.weight.numpy())
+    with torch.no_grad():
+        layer.weight.mul_(2)
+    np.testing.assert_array_equal(layer.weight.numpy(), before * 2)
+
+
 def test_inplace_ops_on_int64_buffers():
     count = samba.zeros((), dtype="int64")
     count.add_(1)

@@ -28,7 +28,7 @@ _TABLE = [
      "input target weight size_average=None ignore_index reduce=None reduction label_smoothing"),
     ("nn.functional.nll_loss", "nll_loss", "input target weight size_average=None ignore_index reduce=None reduction"),
     ("nn.functional.mse_loss", "mse_loss", "input target size_average=None reduce=None reduction"),
-    ("nn.functional.relu", "relu", "input:x inplace=False"),
+    ("nn.functional.relu", "relu", "input:x inplace=*"),
     ("relu", "relu", "input:x"),
     ("nn.functional.gelu", "gelu", "input:x approximate"),
     ("tanh", "tanh", "input:x"),
@@ -38,7 +38,7 @@ _TABLE = [
     ("nn.functional.softmax", "softmax", "input:x dim _stacklevel=* dtype=None"),
     ("nn.functional.log_softmax", "log_softmax", "input:x dim _stacklevel=* dtype=None"),
     ("softmax", "softmax", "input:x dim dtype=None"),
-    ("nn.functional.dropout", "dropout", "input:x p training inplace=False"),
+    ("nn.functional.dropout", "dropout", "input:x p training inplace=*"),
     ("nn.functional.embedding", "embedding",
      "input:indices weight padding_idx max_norm=None norm_type=2.0 scale_grad_by_freq=False sparse=False"),
     ("nn.functional.max_pool2d", "max_pool2d",
@@ -58,8 +58,8 @@ _TABLE = [
     ("exp", "exp", "input:x"),
     ("log", "log", "input:x"),
     ("nn.functional.batch_norm", "batch_norm", "input:x running_mean running_var weight bias training momentum eps"),
-    ("nn.functional.silu", "silu", "input:x inplace=False"),
-    ("nn.functional.leaky_relu", "leaky_relu", "input:x negative_slope inplace=False"),
+    ("nn.functional.silu", "silu", "input:x inplace=*"),
+    ("nn.functional.leaky_relu", "leaky_relu", "input:x negative_slope inplace=*"),
     ("nn.functional.binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits",
      "input target weight size_average=None reduce=None reduction pos_weight"),
     ("norm", "norm", "input:x p dim keepdim out=None dtype=None", lambda a: _norm_order(a, "p")),
@@ -208,7 +208,10 @@ def _call_table(cls, entry, args, kwargs):
             ordered.append(value)
     while ordered and ordered[-1] is None:
         ordered.pop()
-    return cls._call_op(op, ordered, attrs)
+    result = cls._call_op(op, ordered, attrs)
+    if bound.get("inplace"):  # torch's inplace=True (nn.ReLU(inplace=True)): the input holds the result
+        return cls._coerce(bound[params[0][0]]).write_result(result, f"torch.{path}")
+    return result
 
 
 def broadcast_shape(*shapes):

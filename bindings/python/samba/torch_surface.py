@@ -7,6 +7,7 @@ method and its function never differ). TorchSurface is a base of SambaTensor; it
 op layer and torch_dispatch only."""
 import sys
 
+from ._lib import SambaError, call, lib
 from .ops import is_op
 from .torch_dispatch import dispatch, table_function, torch_module
 
@@ -91,10 +92,37 @@ class TorchSurface:
     def _in_place(self, name, args, kwargs):
         """x.<op>_(...): the registry's in-place op, else the op out of place copied back
         (x.mul_(3) on an int32 tensor); returns x, as torch does (registry in-place ops
-        have no outputs)."""
-        if is_op(name):
+        have no outputs). On a tensor with autograd history x takes the result instead."""
+        if is_op(name) and not self._has_history(name):
             self._call_bound(name, (self,) + args, kwargs)
-        else:
-            result = getattr(self, name[:-1])(*args, **kwargs)
-            self._call_op("copy_", [self, self._coerce(result)])
+            return self
+        return self.write_result(getattr(self, name[:-1])(*args, **kwargs), name)
+
+    def _has_history(self, what):
+        """Whether ops on this tensor are recorded: a value a trace computes (it has
+        no data), or a tensor autograd records; a parameter refuses in-place changes
+        then, as torch's leaves do."""
+        if not self.has_data():
+            return True
+        if _grad_disabled() or not self.requires_grad:
+            return False
+        if self.is_parameter:
+            raise SambaError("SAMBA_ERR_INVALID_STATE",
+                             f"{what}: '{self.sn_name}' is a parameter that requires grad; change it in place "
+                             f"only under torch.no_grad(), as torch requires")
+        return True
+
+    def write_result(self, result, what="in-place op"):
+        """self becomes `result`, the value of an in-place op computed out of place.
+        Without history the value is copied into self's memory (views see it; state
+        such as num_batches_tracked is updated); with history self takes the result's
+        tensor, so gradients flow through the op (writing into memory the graph has
+        recorded would lose it)."""
+        result = self._coerce(result)
+        if not self._has_history(what):
+            self._call_op("copy_", [self, result])
+            return self
+        call("samba_tensor_retain", result._h)
+        old, self._h = self._h, result._h
+        lib.samba_tensor_release(old)
         return self
