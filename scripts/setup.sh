@@ -9,7 +9,7 @@ packages=(
   libtbb-dev libeigen3-dev libflatbuffers-dev flatbuffers-compiler libzstd-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libxxhash-dev zlib1g-dev doxygen
-  python3-numpy python3-pytest python3-torch python3-venv
+  python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
 )
 
 # The Rust and Go bindings' toolchains: Debian's, unless one is already

@@ -16,6 +16,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import samba  # noqa: E402
 import samba.utils as utils  # noqa: E402
+from test_torch_nn_ops import WithLoss  # noqa: E402  (the model with its cross-entropy loss and logits)
 
 BATCH, CLASSES, SIZE = 4, 10, 32
 ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
@@ -98,16 +99,6 @@ class SmallCNN(nn.Module):
 # float64 ones by 4% within 10 AdamW steps), so only float64 separates an
 # error in Samba from rounding.
 MODELS = {"resnet18": (resnet18, torch.float64), "cnn": (SmallCNN, torch.float32)}
-
-
-class WithLoss(nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-
-    def forward(self, x, y):
-        logits = self.net(x)
-        return F.cross_entropy(logits, y), logits
 
 
 def images(seed=0, case="cnn"):
