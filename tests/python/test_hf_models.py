@@ -215,3 +215,32 @@ def test_pretrained_from_a_local_directory_runs_with_its_weights_on_the_device(c
     session.to_cpu(traced)
     for name, p in model.named_parameters():
         np.testing.assert_array_equal(np.asarray(p.numpy()), state[name].numpy(), err_msg=name)
+
+
+def test_training_pef_with_train_false_runs_without_dropout(tmp_path):
+    """GPT-2 with its dropouts on: run(train=False) of the training PEF gives
+    PyTorch's eval() logits; train=True drops activations."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=16,
+                                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+    model = transformers.GPT2LMHeadModel(config)
+    inputs = lm_inputs()
+    with torch.no_grad():
+        want = model.eval()(inputs[0], attention_mask=inputs[1], use_cache=False).logits.numpy()
+    model.train()
+    samba.from_torch_model_(model)
+
+    def loss_and_logits(m, ids, mask, labels):
+        out = m(ids, attention_mask=mask, labels=labels, use_cache=False)
+        return out.loss, out.logits
+
+    traced = Forward(model, loss_and_logits)
+    xs = [samba.from_torch_tensor(t, name=f"input{i}", batch_dim=0) for i, t in enumerate(inputs)]
+    optim = samba.optim.AdamW(traced.parameters(), **ADAMW)
+    session = samba.session
+    pef = session.compile(traced, xs, optim, name="gpt2_dropout", pef_path=str(tmp_path / "gpt2_dropout.pef"))
+    outs = samba.utils.trace_graph(traced, xs, optim, pef=pef)
+    evaluated = session.run(xs, outs, section_types=["FWD"], train=False)[1].numpy().copy()
+    np.testing.assert_allclose(evaluated, want, rtol=1e-5, atol=1e-5)
+    dropped = session.run(xs, outs, section_types=["FWD"])[1].numpy()
+    assert np.abs(dropped - want).max() > 1e-2, "train=True keeps the dropouts on"
