@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libxxhash-dev zlib1g-dev doxygen
   clang llvm libclang-dev
-  python3-numpy python3-pytest python3-torch python3-venv
+  python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
 )
 
 # libclang-dev: bindgen (the samba-sys crate's build) parses samba.h with it.
@@ -29,8 +29,12 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# The Hugging Face tests' venv (PyPI; idempotent), once the system packages are in.
+python_env() { bash "$(dirname "$0")/setup_python_env.sh"; }
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  python_env
   exit 0
 fi
 
@@ -47,3 +51,4 @@ fi
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
+python_env

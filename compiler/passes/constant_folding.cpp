@@ -55,7 +55,10 @@ Graph fold_constants(Graph g) {
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       Value& v = g.value(n.outputs[k]);
       v.kind = ValueKind::Constant;
-      v.host = out[k].clone();
+      // The graph's dtype wins: an op on wrapped scalars alone (a backward's
+      // `exponent - 1`) computes in the default dtype, while the graph
+      // recorded the promoted one, and the PEF must hold what it declares.
+      v.host = as_dtype(out[k], v.dtype).clone();
       v.producer = kNone;
       v.view_of = kNone;
       v.strides = contiguous_strides(v.shape);

@@ -253,9 +253,11 @@ Tensor input_or_none(std::span<const Tensor> in, size_t i) {
 void batch_norm_kernel(KernelContext& c) {
   const Tensor& x0 = c.inputs[0];
   const ChannelLayout l = channel_layout(x0, "batch_norm");
-  const bool training = c.attrs.b("training");
   const double eps = c.attrs.f("eps"), momentum = c.attrs.f("momentum");
   const Tensor running_mean = input_or_none(c.inputs, 3), running_var = input_or_none(c.inputs, 4);
+  // Without running statistics evaluation normalizes with the batch's, as torch's
+  // eval() of BatchNorm(track_running_stats=False) does.
+  const bool training = c.attrs.b("training") || !running_mean.defined();
   const Tensor counter = input_or_none(c.inputs, 5);
   const DType cdt = nn::compute_dtype(x0.dtype());
   Tensor x = nn::compute_input(x0, cdt);
@@ -352,6 +354,8 @@ void register_batch_norm(OpRegistry& r) {
             "torch's momentum=None: weight the batch statistics by 1 / num_batches_tracked "
             "(after its increment), so the running statistics average every batch")
       .attr("eps", AttrType::Float, 1e-5, "added to the variance")
+      // run(train=False) normalizes with the running statistics, as torch's eval().
+      .attr_role("training", AttrRole::Training)
       .fusion(Fusion::Opaque)
       .strided_inputs()  // the running statistics are updated where they are
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {

@@ -41,6 +41,7 @@ enum class AttrRole : uint8_t {
   DropoutSeed = 2,  // an argin: the key of the op's random stream
   RngOffset = 3,    // set by the runtime to the step count, so each step draws anew
   Hyperparam = 4,   // a run-time argin the user sets by name (optimizer hyperparameters)
+  Training = 5,     // a bool: evaluation mode (train = false) runs the op with it false
 };
 
 // The values a numeric attribute accepts, [min, max] with either end open.

@@ -84,6 +84,10 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
         slot = v;
     }
     if (s.rng_offset_attr >= 0) a.attrs.value_at(static_cast<size_t>(s.rng_offset_attr)) = values.rng_step;
+    if (s.training_attr >= 0) {
+      const auto at = static_cast<size_t>(s.training_attr);
+      a.attrs.value_at(at) = values.train && std::get<bool>(s.attrs.items()[at].second);
+    }
     KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs};
     try {
       s.op->kernel(kc);

@@ -27,6 +27,7 @@ namespace samba::runtime {
 struct RunValues {
   const std::vector<AttrValue>* argins = nullptr;  // one per program argin
   int64_t rng_step = 0;
+  bool train = true;  // false: evaluation mode (Training-role attributes run false)
   Profiler* profiler = nullptr;                             // may be null
   const std::vector<std::string_view>* kernel_names = nullptr;  // interned, per kernel
 };

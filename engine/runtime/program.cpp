@@ -101,6 +101,7 @@ void Program::build_kernel(const pef::KernelDesc& kd) {
     for (size_t i = 0; i < items.size(); ++i) {
       const AttrSpec* spec = s.op->find_attr(items[i].first);
       if (spec && spec->role == AttrRole::RngOffset) s.rng_offset_attr = static_cast<int32_t>(i);
+      if (spec && spec->role == AttrRole::Training) s.training_attr = static_cast<int32_t>(i);
     }
     k.steps.push_back(std::move(s));
   }

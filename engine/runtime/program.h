@@ -29,6 +29,7 @@ struct OpStep {
   };
   std::vector<Bound> bound;
   int32_t rng_offset_attr = -1;  // position of an attribute with the RngOffset role
+  int32_t training_attr = -1;    // position of an attribute with the Training role
 };
 
 struct KernelPlan {

@@ -347,6 +347,7 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
   values.argins = &ctx.argin_values();
   values.profiler = profiler_;
   values.kernel_names = &kernel_names_;
+  values.train = r.train;
   // A run with a forward pass is a new step (new dropout masks); a backward
   // without one reuses the masks of the last forward.
   values.rng_step = has_fwd ? step_.fetch_add(1) + 1 : step_.load();

@@ -124,8 +124,10 @@ SAMBA_API samba_status samba_run_options_set_hyperparam(samba_run_options* opts,
                                                         const char* name, double value);
 /* Removes every hyperparameter set on the options. Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_run_options_clear_hyperparams(samba_run_options* opts);
-/* train = 0 is evaluation mode: dropout rates are 0 for the run (the
- * argins keep their values for later training runs). Errors: NULL_POINTER. */
+/* train = 0 is evaluation mode, as torch's model.eval(): dropout rates are 0
+ * for the run (the argins keep their values for later training runs) and
+ * batch_norm normalizes with its running statistics without updating them.
+ * Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_run_options_set_train(samba_run_options* opts, int32_t train);
 /* grad_of_outputs: per model output, in order, the gradient BCKWD starts
  * from (NULL entries keep the device's); for the seed's "partial model on

@@ -31,10 +31,10 @@ def test_metadata_and_dtypes():
     assert t.numel() == t.nelement() == 60 and t.element_size() == 4 and t.nbytes == 240
     assert t.stride() == (20, 5, 1) and t.stride(0) == 20
     assert t.is_floating_point() and t.is_contiguous()
-    assert t.dtype == samba.float32 and t.dtype == "float" and t.type() == "float32"
+    assert t.dtype == samba.float32 and t.samba_dtype == "float" and t.type() == "float32"
     for conv, dt in ((t.bfloat16, "bfloat16"), (t.float, "float32"), (t.int, "int32"), (t.long, "int64"),
                      (t.short, "int16"), (t.bool, "bool")):
-        assert conv().dtype == dt
+        assert conv().samba_dtype == dt and conv().dtype == samba.dtypes.to_torch(dt)
     assert t.to(samba.float32).data_ptr() == t.data_ptr()  # same dtype: no copy
     assert t.to(samba.float64).dtype == samba.float64 and t.type(samba.int64).dtype == samba.int64
     assert t.type_as(samba.zeros(1, dtype="int8")).dtype == samba.int8

@@ -286,3 +286,37 @@ def test_batch_norm_cnn_compiled_training_and_inference_match_torch(tmp_path):
     np.testing.assert_allclose(compiled, expected, rtol=1e-5, atol=1e-5)
     s.to_cpu(model)
     assert_state_matches(model, reference)
+
+
+def test_training_pef_evaluated_with_train_false_uses_the_running_statistics(tmp_path):
+    """run(train=False) is torch's eval(): batch norms normalize with the running
+    statistics and leave them (and num_batches_tracked) as they are."""
+    model, reference = fresh_pair(3)
+    net, torch_net = WithLoss(model), WithLoss(reference)
+    data = batches(3)
+    x, y = samba.from_numpy(data[0][0].copy(), name="x"), samba.from_numpy(data[0][1].copy(), name="y")
+    opt = samba.optim.AdamW(list(net.parameters()), **ADAMW)
+    torch_opt = torch.optim.AdamW(torch_net.parameters(), **ADAMW)
+    s = samba.session
+    pef = s.compile(net, (x, y), opt, name="bn_train_eval", pef_path=str(tmp_path / "bn_train_eval.pef"))
+    outs = utils.trace_graph(net, (x, y), opt, pef=pef)
+    for step, (xs, ys) in enumerate(data):
+        samba.to_torch(x).copy_(torch.from_numpy(xs))
+        samba.to_torch(y).copy_(torch.from_numpy(ys))
+        losses = s.run([x, y], outs)
+        torch_opt.zero_grad()
+        want, _ = torch_net(torch.from_numpy(xs), torch.from_numpy(ys))
+        want.backward()
+        torch_opt.step()
+        assert losses[0].item() == pytest.approx(want.item(), rel=1e-5)
+
+        reference.eval()
+        with torch.no_grad():
+            want_loss, want_logits = torch_net(torch.from_numpy(xs), torch.from_numpy(ys))
+        reference.train()
+        loss, logits = s.run([x, y], outs, section_types=["FWD"], train=False)[:2]
+        assert loss.item() == pytest.approx(want_loss.item(), rel=1e-5), step
+        np.testing.assert_allclose(logits.numpy(), want_logits.numpy(), rtol=1e-5, atol=1e-5)
+    s.to_cpu(net)
+    assert_state_matches(model, reference)
+    assert model.bn.num_batches_tracked.item() == 3, "evaluation runs count no batch"

@@ -1,6 +1,8 @@
 """Samba's dtypes. A dtype is an int (the C ABI's code) that also compares
 equal to its names ("float32", "float") and to the torch dtype of the same
-name, so that `t.dtype == torch.float32` holds as it does in SambaFlow."""
+name, so that `t.dtype == torch.float32` holds as it does in SambaFlow.
+SambaTensor.dtype itself is the torch dtype when torch imports (models pass
+it to torch.finfo and torch.full); from_name and to_torch convert both ways."""
 import ctypes
 
 from ._lib import lib, call
@@ -45,6 +47,27 @@ class DType(int):
     def to_torch(self):
         import torch  # optional: only torch interop needs it, so it is imported on first use
         return getattr(torch, self.name)
+
+
+_torch_state = {}
+
+
+def public(code):
+    """The dtype a SambaTensor shows: the torch dtype when torch imports, else the Samba DType."""
+    if "torch" not in _torch_state:
+        try:
+            import torch  # optional: without it SambaTensor.dtype stays a Samba DType
+            _torch_state["torch"] = torch
+        except ImportError:
+            _torch_state["torch"] = None
+    torch = _torch_state["torch"]
+    dt = ALL[int(code)]
+    return dt if torch is None else getattr(torch, dt.name)
+
+
+def to_torch(dtype):
+    """The torch dtype for a Samba DType, code, name or torch dtype."""
+    return from_name(dtype).to_torch()
 
 
 _NAMES = ("float32", "bfloat16", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")

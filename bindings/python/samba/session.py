@@ -24,6 +24,23 @@ class _PerfReport(ctypes.Structure):
                 ("latency_p99_ms", ctypes.c_double), ("latency_max_ms", ctypes.c_double)]
 
 
+@contextlib.contextmanager
+def _torch_sees_tracing():
+    """torch.jit.is_tracing() is True while Samba traces a model: code that skips
+    data-dependent Python checks under torch's own tracer (Hugging Face's padding
+    warning reads token values) skips them here too, where values do not exist yet."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    saved = torch.jit.is_tracing
+    torch.jit.is_tracing = lambda: True
+    try:
+        yield
+    finally:
+        torch.jit.is_tracing = saved
+
+
 class _ModelCallback:
     """A Python model as the C ABI's samba_model_fn: errors become statuses
     whose message carries the Python exception."""
@@ -37,7 +54,8 @@ class _ModelCallback:
     def _call(self, _user, inputs, n_in, outputs, capacity, n_out):
         try:
             ins = [SambaTensor._borrowed(inputs[i]) for i in range(n_in)]
-            result = self.model(**dict(zip(self.keys, ins))) if self.keys else self.model(*ins)
+            with _torch_sees_tracing():
+                result = self.model(**dict(zip(self.keys, ins))) if self.keys else self.model(*ins)
             outs = list(result) if isinstance(result, (tuple, list)) else [result]
             if len(outs) > capacity:
                 raise ValueError(f"the model returned {len(outs)} outputs; at most {capacity} are supported")

@@ -10,6 +10,7 @@ from .dlpack import handle_from_dlpack, to_dlpack
 from .lazy import Materializer
 from .tensor_ops import TensorOps
 from .torch_dispatch import dispatch, torch_module
+from .torch_surface import TorchSurface
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
 _MEM_TYPES = {None: -1, "auto": -1, "ddr": 0, "hbm": 1, "host": 2}
@@ -22,7 +23,7 @@ def _flag(fn, h):
     return bool(out.value)
 
 
-class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
+class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_release"):
     """SambaTensor(torch_tensor=None, shape=None, dtype=None, name=None,
     batch_dim=None, named_dims=None, sized_dims=None, materializer=None,
     is_complex=None, region_name=None).
@@ -112,10 +113,17 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
         return self.dim()
 
     @property
-    def dtype(self):
+    def samba_dtype(self):
+        """The Samba DType (an int code that also compares equal to its names)."""
         out = ctypes.c_int32()
         call("samba_tensor_dtype", self._h, ctypes.byref(out))
         return dtypes.ALL[out.value]
+
+    @property
+    def dtype(self):
+        """A torch.dtype when torch imports, as models pass it to torch.finfo, torch.full
+        and .to(); the Samba DType otherwise. Both compare equal to samba.float32 and the like."""
+        return dtypes.public(self.samba_dtype)
 
     def numel(self):
         out = ctypes.c_int64()
@@ -279,7 +287,7 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
     # ---- host data: numpy, DLPack, torch ----------------------------------------------
     @property
     def __array_interface__(self):
-        return {"shape": self.shape, "typestr": dtypes.NUMPY[self.dtype], "version": 3,
+        return {"shape": self.shape, "typestr": dtypes.NUMPY[self.samba_dtype], "version": 3,
                 "data": (self.data_ptr(), False),
                 "strides": tuple(s * self.element_size() for s in self.stride())}
 
@@ -319,7 +327,7 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
         v = as_tensor(values)
         if v.shape != self.shape:
             raise ValueError(f"data: the new values have shape {v.shape}; this tensor's is {self.shape}")
-        src = v.to(self.dtype).contiguous()
+        src = v.to(self.samba_dtype).contiguous()
         call("samba_tensor_copy_from", self._h, ctypes.c_void_p(src.data_ptr()), ctypes.c_size_t(src.nbytes))
 
     def clear_data(self):
@@ -335,7 +343,7 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
         else:
             out = ctypes.c_int64()
             call("samba_tensor_item_int", self._h, ctypes.byref(out))
-        return bool(out.value) if self.dtype == dtypes.bool_ else out.value
+        return bool(out.value) if self.samba_dtype == dtypes.bool_ else out.value
 
     def __float__(self):
         return float(self.item())
@@ -367,7 +375,7 @@ class SambaTensor(TensorOps, NativeHandle, release="samba_tensor_release"):
             values = self.numpy().tolist() if self.has_data() else "<no data>"
         except Exception:  # noqa: BLE001 - repr must not fail
             values = "<unreadable>"
-        return f"SambaTensor({values}, dtype={self.dtype!r}, sn_name='{self.sn_name}')"
+        return f"SambaTensor({values}, dtype={self.samba_dtype!r}, sn_name='{self.sn_name}')"
 
     # ---- device (the loaded PEF of the default session) --------------------------------
     def cpu(self, inplace=False):
@@ -463,9 +471,9 @@ def to_handles(tensors):
     return handles([t._h for t in tensors])
 
 
-def from_dlpack(obj):
+def from_dlpack(obj, as_bool=False):
     """A SambaTensor sharing the memory of any object with __dlpack__ (or a DLPack capsule)."""
-    return SambaTensor._wrap(handle_from_dlpack(obj))
+    return SambaTensor._wrap(handle_from_dlpack(obj, as_bool))
 
 
 def from_torch_tensor(tensor, name=None, batch_dim=None, named_dims=None, region_name=None):
@@ -476,8 +484,10 @@ def from_torch_tensor(tensor, name=None, batch_dim=None, named_dims=None, region
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"from_torch_tensor: expected a torch.Tensor or SambaTensor, got {type(tensor).__name__}")
     source = tensor.detach()
-    # DLPack bool codes differ between torch versions: bools are shared through numpy.
-    t = from_numpy(source.numpy()) if source.dtype == torch.bool else from_dlpack(torch.utils.dlpack.to_dlpack(source))
+    # Through DLPack the engine owns a reference to torch's memory, so a mask made
+    # inside a traced forward outlives the torch tensor as a graph constant.
+    is_bool = source.dtype == torch.bool
+    t = from_dlpack(torch.utils.dlpack.to_dlpack(source.view(torch.uint8) if is_bool else source), as_bool=is_bool)
     t._keep = tensor
     if tensor.requires_grad and tensor.is_leaf:
         t.requires_grad = True
@@ -495,7 +505,7 @@ def torch_view(t):
     if isinstance(keep, torch.Tensor) and keep.data_ptr() == t.data_ptr() and tuple(keep.shape) == t.shape \
             and keep.stride() == t.stride():
         return keep
-    if t.dtype == dtypes.bool_:
+    if t.samba_dtype == dtypes.bool_:
         return torch.from_numpy(t.numpy())
     return torch.utils.dlpack.from_dlpack(to_dlpack(t))
 

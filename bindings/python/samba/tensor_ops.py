@@ -71,7 +71,7 @@ class TensorOps:
     def type(self, dtype=None, non_blocking=False, **kwargs):
         if non_blocking or kwargs:
             raise TypeError("type(): non_blocking and other keyword arguments are not supported on the device")
-        return self.dtype.name if dtype is None else self.to(dtype)
+        return self.samba_dtype.name if dtype is None else self.to(dtype)
 
     def type_as(self, tensor):
         return self._unary("samba_tensor_type_as", self._coerce(tensor)._h)
@@ -290,9 +290,9 @@ class TensorOps:
     def __le__(self, o): return self._op("le", o)
     def __gt__(self, o): return self._op("gt", o)
     def __ge__(self, o): return self._op("ge", o)
-    def __and__(self, o): return self._op("logical_and" if self.dtype == dtypes.bool_ else "bitwise_and", o)
-    def __or__(self, o): return self._op("logical_or" if self.dtype == dtypes.bool_ else "bitwise_or", o)
-    def __invert__(self): return self._op("logical_not" if self.dtype == dtypes.bool_ else "bitwise_not")
+    def __and__(self, o): return self._op("logical_and" if self.samba_dtype == dtypes.bool_ else "bitwise_and", o)
+    def __or__(self, o): return self._op("logical_or" if self.samba_dtype == dtypes.bool_ else "bitwise_or", o)
+    def __invert__(self): return self._op("logical_not" if self.samba_dtype == dtypes.bool_ else "bitwise_not")
 
     __hash__ = object.__hash__
 

@@ -6,11 +6,14 @@ passes in, so it needs nothing above the op layer.
 Which torch function becomes which registry op is data: _TABLE below lists,
 per torch function, the registry op and torch's parameters in order, with
 how each maps to the op (same name, renamed, or dropped when it has the
-value that needs nothing). Functions not in the table whose name is a
-registry op are called through the generated op function."""
+value that needs nothing). route() says how every other torch function runs:
+operators, aliases, SambaTensor's methods, samba.functional's compositions,
+torch's own Python bodies, registry ops of the same name and torch._decomp
+decompositions (docs/torch_frontend.md)."""
 from ._lib import SambaError
 from . import dtypes, functional
-from .ops import is_op, schema
+from .ops import bind, is_op, schema
+from .torch_fallback import decomposition_module, python_composite, qualified_name, run_fallback
 
 # (torch function, registry op, torch parameters). A parameter is `name`
 # (the op's input or attribute of that name), `name:opname` (renamed),
@@ -25,7 +28,7 @@ _TABLE = [
      "input target weight size_average=None ignore_index reduce=None reduction label_smoothing"),
     ("nn.functional.nll_loss", "nll_loss", "input target weight size_average=None ignore_index reduce=None reduction"),
     ("nn.functional.mse_loss", "mse_loss", "input target size_average=None reduce=None reduction"),
-    ("nn.functional.relu", "relu", "input:x inplace=False"),
+    ("nn.functional.relu", "relu", "input:x inplace=*"),
     ("relu", "relu", "input:x"),
     ("nn.functional.gelu", "gelu", "input:x approximate"),
     ("tanh", "tanh", "input:x"),
@@ -35,7 +38,7 @@ _TABLE = [
     ("nn.functional.softmax", "softmax", "input:x dim _stacklevel=* dtype=None"),
     ("nn.functional.log_softmax", "log_softmax", "input:x dim _stacklevel=* dtype=None"),
     ("softmax", "softmax", "input:x dim dtype=None"),
-    ("nn.functional.dropout", "dropout", "input:x p training inplace=False"),
+    ("nn.functional.dropout", "dropout", "input:x p training inplace=*"),
     ("nn.functional.embedding", "embedding",
      "input:indices weight padding_idx max_norm=None norm_type=2.0 scale_grad_by_freq=False sparse=False"),
     ("nn.functional.max_pool2d", "max_pool2d",
@@ -55,8 +58,8 @@ _TABLE = [
     ("exp", "exp", "input:x"),
     ("log", "log", "input:x"),
     ("nn.functional.batch_norm", "batch_norm", "input:x running_mean running_var weight bias training momentum eps"),
-    ("nn.functional.silu", "silu", "input:x inplace=False"),
-    ("nn.functional.leaky_relu", "leaky_relu", "input:x negative_slope inplace=False"),
+    ("nn.functional.silu", "silu", "input:x inplace=*"),
+    ("nn.functional.leaky_relu", "leaky_relu", "input:x negative_slope inplace=*"),
     ("nn.functional.binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits",
      "input target weight size_average=None reduce=None reduction pos_weight"),
     ("norm", "norm", "input:x p dim keepdim out=None dtype=None", lambda a: _norm_order(a, "p")),
@@ -78,10 +81,13 @@ _TABLE = [
     ("scatter_add", "scatter_add", "input:x dim index src"),
 ]
 
-# Torch functions whose SambaTensor method has torch's signature (and result
-# types: the (values, indices) named tuples), and those that samba.functional
-# composes from registry ops.
-_METHODS = ("max", "min", "sort", "argsort", "msort", "topk", "kthvalue", "median", "scatter", "index_select")
+# torch's other names of registry ops.
+_ALIASES = {"true_divide": "div", "divide": "div", "multiply": "mul", "subtract": "sub", "negative": "neg",
+            "absolute": "abs", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+            "not_equal": "ne", "clip": "clamp", "concat": "cat", "concatenate": "cat"}
+
+# Torch functions that samba.functional composes from registry ops (fused
+# attention): ahead of torch's own Python bodies of the same functions.
 _COMPOSED = ("einsum", "scaled_dot_product_attention", "_scaled_dot_product_attention",
              "multi_head_attention_forward")
 
@@ -108,6 +114,8 @@ _DUNDER = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": 
            "__pow__": "pow", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
            "__ge__": "ge", "__neg__": "neg"}
 _resolved = None
+_methods = {}
+_routes = {}
 
 
 def torch_module():
@@ -141,6 +149,12 @@ def _table():
             if obj is not None:
                 _resolved[obj] = (op, _parse(spec), path, adapt[0] if adapt else None)
     return _resolved
+
+
+def table_function(name):
+    """torch.<name> when the mapping table maps it (so x.<name>(...) takes the same route), else None."""
+    func = getattr(torch_module(), name, None)
+    return func if func is not None and func in _table() else None
 
 
 def _attr_value(v):
@@ -194,27 +208,119 @@ def _call_table(cls, entry, args, kwargs):
             ordered.append(value)
     while ordered and ordered[-1] is None:
         ordered.pop()
-    return cls._call_op(op, ordered, attrs)
+    result = cls._call_op(op, ordered, attrs)
+    if bound.get("inplace"):  # torch's inplace=True (nn.ReLU(inplace=True)): the input holds the result
+        return cls._coerce(bound[params[0][0]]).write_result(result, f"torch.{path}")
+    return result
+
+
+def broadcast_shape(*shapes):
+    """torch.broadcast_shapes: trailing dims match or are 1."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for i in range(rank):
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            raise ValueError(f"broadcast_tensors: shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(dims.pop() if dims else 1)
+    return out
+
+
+def broadcast_tensors(coerce, *tensors):
+    tensors = [coerce(t) for t in tensors]
+    shape = broadcast_shape(*(t.shape for t in tensors))
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def _method_names(cls):
+    """SambaTensor's own methods (views, dtype conversions, max/min, split, expand, ...):
+    torch.<name>(x, ...) calls x.<name>(...) so function and method agree."""
+    names = _methods.get(cls)
+    if names is None:
+        names = _methods[cls] = {n for k in cls.__mro__ for n, v in vars(k).items()
+                                 if callable(v) and not n.startswith("_")}
+    return names
+
+
+def _op_name(torch, func):
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else func
+        return packet.__name__
+    return getattr(func, "__name__", "")
+
+
+_REDUCTIONS = ("none", "mean", "sum")  # torch's reduction enum (torch._C._nn takes the int)
+
+
+def _call_registry(cls, name, args, kwargs):
+    """Registry op `name` called as torch calls it (positionally, torch's ints for enums)."""
+    inputs, attrs = bind(name, args, kwargs)
+    if isinstance(attrs.get("reduction"), int):
+        attrs["reduction"] = _REDUCTIONS[attrs["reduction"]]
+    return cls._call_op(name, [None if v is None else cls._coerce(v) for v in inputs], attrs)
+
+
+def route(cls, func, tensor_first=True):
+    """(route, target): how dispatch runs torch function `func` on tensor class
+    `cls`, in order: 'table' (the mapping table's op), 'operator', 'alias'
+    (another name of a registry op), 'front end' (computed here), 'method'
+    (SambaTensor's own, when the first argument is a tensor), 'composite'
+    (torch's Python body), 'op' (the registry op of the same name),
+    'decomposition' (torch._decomp's, with the module it comes from), or
+    'unsupported'. docs/torch_ops.md is generated from it."""
+    key = (cls, func, tensor_first)
+    if key not in _routes:
+        _routes[key] = _find_route(cls, func, tensor_first)
+    return _routes[key]
+
+
+def _find_route(cls, func, tensor_first):
+    entry = _table().get(func)
+    if entry is not None:
+        return "table", entry[0]
+    torch = torch_module()
+    name = _op_name(torch, func)
+    if name in _REVERSED or name in _DUNDER:
+        return "operator", _REVERSED.get(name) or _DUNDER[name]
+    if name in _ALIASES:
+        return "alias", _ALIASES[name]
+    if name == "broadcast_tensors":
+        return "front end", name
+    if name in _COMPOSED:
+        return "composed", name
+    if tensor_first and name in _method_names(cls):
+        return "method", name
+    if python_composite(func) is not None:
+        return "composite", qualified_name(func)
+    if is_op(name):
+        return "op", name
+    module = decomposition_module(torch, func)
+    if module is not None:
+        return "decomposition", module
+    return "unsupported", None
 
 
 def dispatch(cls, func, args, kwargs):
-    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`."""
-    entry = _table().get(func)
-    if entry is not None:
-        return _call_table(cls, entry, args, kwargs)
-    name = getattr(func, "__name__", "")
-    if name in _REVERSED and len(args) == 2:
-        return cls._coerce(args[1])._op(_REVERSED[name], args[0])
-    if name in _DUNDER:
-        return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
-    if name in _METHODS and args:
-        return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
-    if name in _COMPOSED:
-        return getattr(functional, name)(*args, **kwargs)
-    if name == "split":
-        return cls._coerce(args[0]).split(*args[1:], **kwargs)
-    if not is_op(name):
-        raise SambaError("SAMBA_ERR_UNSUPPORTED",
-                         f"torch function {getattr(func, '__module__', '') or 'torch'}.{name} has no Samba op; "
-                         f"supported: {sorted(e[2] for e in _table().values())} and the registry ops")
-    return cls._call_bound(name, args, kwargs)
+    """SambaTensor.__torch_function__: the Samba op for a torch function, on tensor class `cls`
+    (route() says which way), else a SambaError naming the call."""
+    kind, target = route(cls, func, tensor_first=bool(args) and hasattr(args[0], "shape"))
+    torch = torch_module()
+    if kind == "table":
+        return _call_table(cls, _table()[func], args, kwargs)
+    if kind == "operator":
+        if _op_name(torch, func) in _REVERSED:
+            return cls._coerce(args[1])._op(target, args[0])
+        return cls._coerce(args[0])._op(target, *args[1:])
+    if kind == "alias":
+        return cls._call_bound(target, args, kwargs)
+    if kind == "front end":
+        return broadcast_tensors(cls._coerce, *args)
+    if kind == "composed":
+        return getattr(functional, target)(*args, **kwargs)
+    if kind == "method":
+        return getattr(cls._coerce(args[0]), target)(*args[1:], **kwargs)
+    if kind == "composite":
+        return run_fallback(torch, func, args, kwargs, python_composite(func))
+    if kind == "op":
+        return _call_registry(cls, target, args, kwargs)
+    return run_fallback(torch, func, args, kwargs)

@@ -1,0 +1,128 @@
+"""The parts of torch.Tensor's surface that models query besides ops:
+flags (is_nested, is_sparse, ...), device and layout, .to() with devices,
+in-place methods on any dtype, torch.no_grad, and torch
+Tensor methods that torch's functions of the same name map (they go
+through the same __torch_function__ dispatch as torch.<name>(x, ...), so a
+method and its function never differ). TorchSurface is a base of SambaTensor; it needs the
+op layer and torch_dispatch only."""
+import sys
+
+from ._lib import SambaError, call, lib
+from .ops import is_op
+from .torch_dispatch import dispatch, table_function, torch_module
+
+
+def _grad_disabled():
+    """torch.no_grad() is active (torch is never imported just to ask)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and not torch.is_grad_enabled()
+
+
+class TorchSurface:
+    __slots__ = ()
+
+    # Host tensors are dense, strided and on the host: what these flags say in torch.
+    is_nested = False
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+    is_cuda = False
+    is_mkldnn = False
+
+    @property
+    def layout(self):
+        return torch_module().strided
+
+    def get_device(self):
+        return -1  # torch's answer for a host tensor
+
+    @classmethod
+    def _call_op(cls, name, inputs, attrs=None):
+        out = super()._call_op(name, inputs, attrs)
+        if not _grad_disabled():
+            return out
+        # Under torch.no_grad() no result carries history, as in torch.
+        if isinstance(out, tuple):
+            return tuple(t.detach() if t.requires_grad else t for t in out)
+        return out.detach() if out.requires_grad else out
+
+    def to(self, *args, **kwargs):
+        """to(dtype), to(device), to(device, dtype), to(tensor), to(dtype=..., copy=...):
+        the host is the only device, so only a dtype changes anything."""
+        target = kwargs.get("dtype")
+        for a in args:
+            if hasattr(a, "samba_dtype") or (hasattr(a, "dtype") and type(a).__name__ == "Tensor"):
+                target = a.dtype
+            elif not (isinstance(a, str) or type(a).__name__ == "device" or a is None or isinstance(a, bool)):
+                target = a
+        if kwargs.get("copy"):
+            return super().to(target).clone() if target is not None else self.clone()
+        return super().to(target) if target is not None else self
+
+    def cuda(self, *args, **kwargs):
+        raise TypeError("SambaTensor.cuda(): Samba tensors live on the host or the device; use .to(dtype) only")
+
+    def __contains__(self, element):
+        """torch's `value in t`: whether any element equals it (not Python's row iteration)."""
+        return bool((self == element).long().sum().item())
+
+    def unbind(self, dim=0):
+        return tuple(self.select(dim, i) for i in range(self.shape[dim]))
+
+    def square(self):
+        return self * self
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        inplace = name.endswith("_") and not name.endswith("__")
+        if inplace and (is_op(name) or is_op(name[:-1])):
+            return lambda *args, **kwargs: self._in_place(name, args, kwargs)
+        torch = sys.modules.get("torch")
+        mapped = table_function(name) if torch is not None else None
+        if mapped is not None:  # torch's spelling of the arguments (p='fro'), as torch.<name>(x, ...)
+            return lambda *args, **kwargs: dispatch(type(self), mapped, (self,) + args, kwargs)
+        if is_op(name):
+            return super().__getattr__(name)
+        if torch is not None and callable(getattr(torch.Tensor, name, None)):
+            func = getattr(torch, name, None) if callable(getattr(torch, name, None)) else getattr(torch.Tensor, name)
+            return lambda *args, **kwargs: dispatch(type(self), func, (self,) + args, kwargs)
+        return super().__getattr__(name)
+
+    def _in_place(self, name, args, kwargs):
+        """x.<op>_(...): the registry's in-place op, else the op out of place copied back
+        (x.mul_(3) on an int32 tensor); returns x, as torch does (registry in-place ops
+        have no outputs). On a tensor with autograd history x takes the result instead."""
+        if is_op(name) and not self._has_history(name):
+            self._call_bound(name, (self,) + args, kwargs)
+            return self
+        return self.write_result(getattr(self, name[:-1])(*args, **kwargs), name)
+
+    def _has_history(self, what):
+        """Whether ops on this tensor are recorded: a value a trace computes (it has
+        no data), or a tensor autograd records; a parameter refuses in-place changes
+        then, as torch's leaves do."""
+        if not self.has_data():
+            return True
+        if _grad_disabled() or not self.requires_grad:
+            return False
+        if self.is_parameter:
+            raise SambaError("SAMBA_ERR_INVALID_STATE",
+                             f"{what}: '{self.sn_name}' is a parameter that requires grad; change it in place "
+                             f"only under torch.no_grad(), as torch requires")
+        return True
+
+    def write_result(self, result, what="in-place op"):
+        """self becomes `result`, the value of an in-place op computed out of place.
+        Without history the value is copied into self's memory (views see it; state
+        such as num_batches_tracked is updated); with history self takes the result's
+        tensor, so gradients flow through the op (writing into memory the graph has
+        recorded would lose it)."""
+        result = self._coerce(result)
+        if not self._has_history(what):
+            self._call_op("copy_", [self, result])
+            return self
+        call("samba_tensor_retain", result._h)
+        old, self._h = self._h, result._h
+        lib.samba_tensor_release(old)
+        return self
