@@ -132,35 +132,57 @@ def load_model(args):
     return model
 
 
-def generate(lm, prompt, max_new_tokens, pef_path, max_positions=None):
-    """Greedy generation on Samba: compiles the two-graph PEF, loads it, runs
-    the prompt graph once and the token graph for each further token. Returns
-    the new token ids, (batch, max_new_tokens)."""
-    batch, length = prompt.shape
-    max_positions = max_positions or length + max_new_tokens
-    model = CachedGPT2(lm, batch, max_positions)
-    samba.from_torch_model_(model)
-    session = samba.SambaSession()
-    prompt_ids = samba.from_torch_tensor(prompt, name="prompt_ids")
-    token = samba.from_torch_tensor(torch.zeros(batch, 1, dtype=torch.long), name="token")
-    position = samba.from_torch_tensor(torch.zeros(1, 1, dtype=torch.long), name="position")
-    prompt_graph = samba.SambaGraph("prompt", model.forward_prompt, (prompt_ids,), inference=True)
-    token_graph = samba.SambaGraph("token", model.forward_token, (token, position), inference=True)
-    session.add_graph(prompt_graph)
-    session.add_graph(token_graph)
-    pef = session.compile_multigraph("gpt2_generate", pef_path=pef_path)
-    session.init_multigraph_runtime(pef)
-    [next_token] = session.trace_multigraph(prompt_graph)
-    session.trace_multigraph(token_graph)
+class SambaGenerator:
+    """The two-graph PEF of a GPT2LMHeadModel, compiled and loaded in a session
+    of its own: start() runs the prompt graph, step() the token graph."""
 
-    [next_token] = session.run([prompt_ids], [next_token], graph_name="prompt")
-    generated = [samba.to_torch(next_token).clone()]
-    for step in range(1, max_new_tokens):
-        token = samba.from_torch_tensor(generated[-1], name="token")
-        position = samba.from_torch_tensor(torch.full((1, 1), length + step - 1, dtype=torch.long), name="position")
-        [out] = session.run([token, position], graph_name="token")
-        generated.append(samba.to_torch(out).clone())
-    return torch.cat(generated, dim=1)
+    def __init__(self, lm, batch_size, prompt_length, max_positions, pef_path):
+        self.model = CachedGPT2(lm, batch_size, max_positions)
+        samba.from_torch_model_(self.model)
+        self.prompt_length = prompt_length
+        self.session = samba.SambaSession()
+        self.prompt_ids = samba.from_torch_tensor(torch.zeros(batch_size, prompt_length, dtype=torch.long),
+                                                  name="prompt_ids")
+        self.token = samba.from_torch_tensor(torch.zeros(batch_size, 1, dtype=torch.long), name="token")
+        self.position = samba.from_torch_tensor(torch.zeros(1, 1, dtype=torch.long), name="position")
+        # The graphs share the weights and the cache by being given the same
+        # tensors (the model's); the compiler refuses same-named different ones.
+        prompt_graph = samba.SambaGraph("prompt", self.model.forward_prompt, (self.prompt_ids,), inference=True)
+        token_graph = samba.SambaGraph("token", self.model.forward_token, (self.token, self.position),
+                                       inference=True)
+        self.session.add_graph(prompt_graph)
+        self.session.add_graph(token_graph)
+        self.pef = self.session.compile_multigraph("gpt2_generate", pef_path=pef_path)
+        self.session.init_multigraph_runtime(self.pef)
+        self.session.trace_multigraph(prompt_graph)
+        self.session.trace_multigraph(token_graph)
+
+    def start(self, prompt):
+        """Runs the prompt (batch, prompt_length) and fills the cache; returns the first new tokens (batch, 1)."""
+        self.prompt_ids.copy_(prompt)
+        [first] = self.session.run([self.prompt_ids], graph_name="prompt")
+        return samba.to_torch(first).clone()
+
+    def step(self, tokens, position):
+        """Runs tokens (batch, 1) at `position`; returns the next tokens (batch, 1)."""
+        self.token.copy_(tokens)
+        self.position.copy_(torch.full((1, 1), position, dtype=torch.long))
+        [after] = self.session.run([self.token, self.position], graph_name="token")
+        return samba.to_torch(after).clone()
+
+    def generate(self, prompt, max_new_tokens):
+        """Greedy generation: the new tokens, (batch, max_new_tokens)."""
+        tokens = [self.start(prompt)]
+        for position in range(self.prompt_length, self.prompt_length + max_new_tokens - 1):
+            tokens.append(self.step(tokens[-1], position))
+        return torch.cat(tokens, dim=1)
+
+
+def generate(lm, prompt, max_new_tokens, pef_path):
+    """Greedy generation on Samba with a cache just long enough; (batch, max_new_tokens)."""
+    batch, length = prompt.shape
+    generator = SambaGenerator(lm, batch, length, length + max_new_tokens, pef_path)
+    return generator.generate(prompt, max_new_tokens)
 
 
 def reference(lm, prompt, max_new_tokens):
@@ -173,7 +195,9 @@ def reference(lm, prompt, max_new_tokens):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompt", default="11,7,42,5", help="comma-separated prompt token ids (default: %(default)s)")
+    p.add_argument("--prompt", default="11,7,42,5",
+                   help="prompt token ids, comma-separated; several prompts of one length (a batch) are "
+                   "separated by ';' (default: %(default)s)")
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate (default: %(default)s)")
     p.add_argument("--model-dir", help="load the model with from_pretrained from this local directory")
     p.add_argument("--save-model-dir", help="save the random model here (save_pretrained) and load it back")
@@ -195,17 +219,18 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     lm = load_model(args).eval()
-    prompt = torch.tensor([[int(t) for t in args.prompt.split(",")]], dtype=torch.long)
+    prompt = torch.tensor([[int(t) for t in p.split(",")] for p in args.prompt.split(";")], dtype=torch.long)
     want = reference(lm, prompt, args.max_new_tokens) if args.compare else None
     with tempfile.TemporaryDirectory() as tmp:
         got = generate(lm, prompt, args.max_new_tokens, args.pef or os.path.join(tmp, "gpt2_generate.pef"))
-    print("prompt:", " ".join(map(str, prompt[0].tolist())))
-    print("generated:", " ".join(map(str, got[0].tolist())))
-    if want is not None:
-        print("transformers:", " ".join(map(str, want[0].tolist())))
-        if not torch.equal(got, want):
-            print("the tokens differ from transformers' generate", file=sys.stderr)
-            return 1
+    for i in range(prompt.shape[0]):
+        print("prompt:", " ".join(map(str, prompt[i].tolist())))
+        print("generated:", " ".join(map(str, got[i].tolist())))
+        if want is not None:
+            print("transformers:", " ".join(map(str, want[i].tolist())))
+    if want is not None and not torch.equal(got, want):
+        print("the tokens differ from transformers' generate", file=sys.stderr)
+        return 1
     return 0
 
 
