@@ -44,6 +44,9 @@ class CachedGPT2(nn.Module):
     def __init__(self, lm, batch_size, max_positions):
         super().__init__()
         cfg = lm.config
+        if cfg.scale_attn_by_inverse_layer_idx or cfg.reorder_and_upcast_attn:
+            raise ValueError("GPT-2 configs with scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn are not "
+                             "supported by this example's attention")
         if max_positions > cfg.n_positions:
             raise ValueError(f"max positions {max_positions} exceed the model's n_positions {cfg.n_positions}")
         self.lm = lm.eval()
@@ -171,10 +174,21 @@ class SambaGenerator:
         return samba.to_torch(after).clone()
 
     def generate(self, prompt, max_new_tokens):
-        """Greedy generation: the new tokens, (batch, max_new_tokens)."""
+        """Greedy generation: the new tokens, (batch, at most max_new_tokens).
+        As transformers does, a sequence that emitted the end-of-text token
+        continues with it (the pad token here), and generation stops when
+        every sequence has."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        eos = self.model.lm.config.eos_token_id
         tokens = [self.start(prompt)]
+        finished = tokens[-1] == eos
         for position in range(self.prompt_length, self.prompt_length + max_new_tokens - 1):
-            tokens.append(self.step(tokens[-1], position))
+            if bool(finished.all()):
+                break
+            after = torch.where(finished, torch.full_like(tokens[-1], eos), self.step(tokens[-1], position))
+            finished |= after == eos
+            tokens.append(after)
         return torch.cat(tokens, dim=1)
 
 

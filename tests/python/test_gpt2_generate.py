@@ -20,14 +20,15 @@ PROMPT = [11, 7, 42, 5, 300]
 NEW_TOKENS = 32
 
 
-def saved_model(path, seed=0):
+def saved_model(path, seed=0, eos_token_id=None):
     """A small random GPT-2 (2 layers, hidden 64) written with save_pretrained.
     Weights wider than GPT-2's initializer_range so that the next token
     depends on the context: at 0.02 a random GPT-2 repeats its last token,
     which a broken cache would reproduce too."""
     torch.manual_seed(seed)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=500, n_positions=64,
-                                     initializer_range=0.3)
+                                     initializer_range=0.3, **({} if eos_token_id is None else
+                                                                {"eos_token_id": eos_token_id}))
     transformers.GPT2LMHeadModel(config).save_pretrained(path)
     return path
 
@@ -66,6 +67,19 @@ def test_a_batch_of_prompts_shares_one_pef(tmp_path):
     model_dir = saved_model(str(tmp_path / "gpt2"), seed=1)
     prompts = [PROMPT, [9, 9, 120, 4, 77]]
     want = pytorch_tokens(model_dir, prompts)
+    out = app("--model-dir", model_dir, "--prompt", ";".join(",".join(map(str, p)) for p in prompts),
+              "--max-new-tokens", str(NEW_TOKENS))
+    assert generated(out) == want
+
+
+def test_generation_stops_at_the_end_of_text_token_as_transformers_does(tmp_path):
+    """The first prompt's 6th token is made the end-of-text token: that
+    sequence continues with padding while the other one goes on."""
+    prompts = [PROMPT, [9, 9, 120, 4, 77]]
+    eos = pytorch_tokens(saved_model(str(tmp_path / "plain"), seed=1), prompts)[0][5]
+    model_dir = saved_model(str(tmp_path / "gpt2"), seed=1, eos_token_id=eos)
+    want = pytorch_tokens(model_dir, prompts)
+    assert want[0][5:] == [eos] * (len(want[0]) - 5)
     out = app("--model-dir", model_dir, "--prompt", ";".join(",".join(map(str, p)) for p in prompts),
               "--max-new-tokens", str(NEW_TOKENS))
     assert generated(out) == want
