@@ -137,7 +137,9 @@ def load_model(args):
 
 class SambaGenerator:
     """The two-graph PEF of a GPT2LMHeadModel, compiled and loaded in a session
-    of its own: start() runs the prompt graph, step() the token graph."""
+    of its own: start() runs the prompt graph, step() the token graph. The
+    model's weights become SambaTensors (from_torch_model_, in place). Every
+    prompt of a batch has prompt_length tokens: there is no padding."""
 
     def __init__(self, lm, batch_size, prompt_length, max_positions, pef_path):
         self.model = CachedGPT2(lm, batch_size, max_positions)
