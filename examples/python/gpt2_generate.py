@@ -210,7 +210,8 @@ def reference(lm, prompt, max_new_tokens):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompt", default="11,7,42,5",
                    help="prompt token ids, comma-separated; several prompts of one length (a batch) are "
                    "separated by ';' (default: %(default)s)")
