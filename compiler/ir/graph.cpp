@@ -20,6 +20,10 @@ std::string_view value_kind_name(ValueKind k) {
 
 bool is_persistent(ValueKind k) { return k != ValueKind::Intermediate; }
 
+bool is_shared_across_graphs(ValueKind k) {
+  return is_persistent(k) && k != ValueKind::OutputGrad && k != ValueKind::Constant;
+}
+
 std::string_view phase_name(Phase p) {
   switch (p) {
     case Phase::Forward: return "forward";

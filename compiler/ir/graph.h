@@ -36,6 +36,11 @@ enum class ValueKind : uint8_t {
 };
 std::string_view value_kind_name(ValueKind k);
 bool is_persistent(ValueKind k);
+// Whether values of this kind with the same name are one tensor in every
+// graph of a multigraph program: the app's named state and inputs are; an
+// output's gradient belongs to its graph, and a constant's name is the
+// tracer's (const_0, ...), so two graphs' constants are unrelated.
+bool is_shared_across_graphs(ValueKind k);
 
 // Which part of a training step a node belongs to; sections are cut by phase.
 enum class Phase : uint8_t { Forward, Backward, GradNorm, Optimizer, ZeroGrad };

@@ -114,9 +114,7 @@ class Lowering {
     for (int pass = 0; pass < 2; ++pass)
       for (const Value& v : g.values) {
         if (v.is_view() != (pass == 1)) continue;
-        // Persistent tensors of the same name are one tensor across graphs,
-        // but an output's gradient belongs to its graph.
-        const bool shared = is_persistent(v.kind) && v.kind != ValueKind::OutputGrad;
+        const bool shared = is_shared_across_graphs(v.kind);
         std::string name = v.name;
         if (prefix && !shared) name = fmt::format("{}/{}", g.name, v.name);
         if (shared) {

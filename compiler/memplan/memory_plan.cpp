@@ -129,9 +129,9 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
         transient[static_cast<int>(mem)].push_back(
             {static_cast<ValueId>(v.id), align_up(pl.nbytes[v.id]), first[v.id], last[v.id], gi});
       } else {
-        // Intermediates of different graphs share names; persistent values
-        // of the same name are the same tensor.
-        const std::string key = v.kind == ValueKind::Intermediate
+        // Values of different graphs share names; only the app's named
+        // state and inputs of the same name (or region) are one tensor.
+        const std::string key = !is_shared_across_graphs(v.kind)
                                     ? fmt::format("{}/{}", gi, v.name)
                                     : (v.region.empty() ? v.name : v.region);
         regions[key].push_back({gi, v.id});

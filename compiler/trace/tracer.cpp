@@ -109,7 +109,11 @@ ValueId Tracer::value_of(const Tensor& t, bool mutated) {
   // strided host tensor is copied when its data is captured.
   ValueId v = g_.add_value(name, t.dtype(), t.shape(), kind);
   Value& val = g_.value(v);
-  val.host = t;
+  // A constant is the value the model used now. Its tensor may borrow memory
+  // only the caller keeps alive (samba_tensor_wrap; a binding's temporary,
+  // such as a mask the model computed with torch), and the PEF is written
+  // after the model returned: keep a copy.
+  val.host = kind == ValueKind::Constant ? t.clone() : t;
   val.requires_grad = kind == ValueKind::Parameter && impl->requires_grad;
   val.region = impl->region_name;
   if (impl->mem_type >= 0) val.mem = static_cast<pef::MemType>(impl->mem_type);
