@@ -1,11 +1,13 @@
 # make wraps cmake. `make demo` and `make test` work on a fresh Debian
 # machine: both install what is missing first (scripts/setup.sh).
 #
-#   make setup     install missing system packages (apt-get; idempotent)
+#   make setup     install missing system packages (apt-get; idempotent), fetch the Rust crates
 #   make           Release build in $(BUILD)
 #   make test      build, then run every test (unit, C ABI, install, examples)
 #   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
+#   make fuzz      the libFuzzer targets under ASan + UBSan (clang, build-fuzz/), FUZZ_SECONDS
+#                  each, with coverage per engine folder; `make fuzz-ci`: FUZZ_CI_SECONDS each
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
@@ -20,15 +22,22 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS ?=
 # Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
 # gives stack traces with lines at a fraction of the cost of full debug info.
+FUZZ_SECONDS    ?= 600
+FUZZ_CI_SECONDS ?= 60
+FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan demo bench bench-peers docs install clean format
+.PHONY: all setup configure build test asan tsan fuzz fuzz-ci fuzz-build demo bench bench-peers docs install clean format
 
 all: build
 
+# Also fills cargo's registry cache with the Rust crates' locked
+# dependencies, so their build and tests (rust.binding) then work offline.
 setup:
 	@bash scripts/setup.sh
+	@PATH="$$PATH:$$HOME/.cargo/bin"; if command -v cargo >/dev/null 2>&1; then \
+	  cargo fetch --locked --manifest-path bindings/rust/Cargo.toml; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX)
@@ -53,6 +62,18 @@ tsan: setup
 	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# Only the library and the fuzz targets, with clang: libFuzzer and its
+# coverage instrumentation of every engine file (SAMBA_FUZZ), ASan + UBSan.
+fuzz-build: setup
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=address -DSAMBA_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS) --coverage $(FUZZ_TARGETS)
+
+fuzz-ci: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
 
 # Builds only what the demo needs, so a first `make demo` is quick: the
 # ResFFNLogReg app compiled to a PEF (out/resffn_logreg.pef, with its .log)
@@ -93,4 +114,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.hpp' '*.cpp' '*.c')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -53,6 +53,11 @@ void check_alias(const ProgramDesc& p, size_t i, const std::string& label, uint6
   if (t.mem != base.mem)
     corrupt("{}: mem {} differs from its base {}'s {}", label, mem_type_name(t.mem), base_label,
             mem_type_name(base.mem));
+  // The runtime builds a view from its base's tensor, which keeps the base's
+  // dtype: strides and offset then count elements of the base's size.
+  if (t.dtype != base.dtype)
+    corrupt("{}: dtype {} differs from its base {}'s {}; a view cannot reinterpret its base's bytes",
+            label, dtype_name(t.dtype), base_label, dtype_name(base.dtype));
   if (t.strides.size() != t.shape.size())
     corrupt("{}: {} strides for a shape of rank {}", label, t.strides.size(), t.shape.size());
   if (t.view_offset < 0) corrupt("{}: view_offset {} is negative", label, t.view_offset);
