@@ -102,7 +102,7 @@ docs: setup
 	cmake --build $(BUILD) --target samba_typed_ops_header
 	mkdir -p $(BUILD)/docs
 	SAMBA_DOCS_OUT=$(BUILD)/docs SAMBA_GENERATED_INCLUDE=$(BUILD)/generated/include \
-	  SAMBA_DOCS_INPUT_PYTHON=bindings/python/samba SAMBA_DOCS_WARN_AS_ERROR=NO \
+	  SAMBA_DOCS_INPUT_PYTHON=bindings/python/sambaflow SAMBA_DOCS_WARN_AS_ERROR=NO \
 	  SAMBA_DOCS_WARN_LOG=$(BUILD)/docs/warnings.log doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/html/index.html ($$(wc -l < $(BUILD)/docs/warnings.log) warnings in $(BUILD)/docs/warnings.log)"
 

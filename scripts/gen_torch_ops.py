@@ -15,9 +15,9 @@ import sys
 import torch
 import torch.overrides
 
-import samba
-from samba.ops import is_op
-from samba.torch_dispatch import route
+import sambaflow.samba as samba
+from sambaflow.samba.ops import is_op
+from sambaflow.samba.torch_dispatch import route
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "torch_ops.md")
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-import samba
+import sambaflow.samba as samba
 
 
 def main():

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import transformers
 
-import samba
+import sambaflow.samba as samba
 
 
 class CachedGPT2(nn.Module):

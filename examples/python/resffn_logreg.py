@@ -1,8 +1,8 @@
 """ResFFNLogReg: the sample app of the SambaFlow modeling guide, on Samba.
 
 The model class, the inputs, the optimizer, the compile / run split and the
-training loop are written as the guide writes them; only the imports name
-this package (sambaflow.samba is an alias of samba). It trains on the
+training loop are written as the guide writes them, imports included
+(the package is sambaflow.samba, as in SambaFlow). It trains on the
 digits data set (examples/data/digits.csv.gz) with the same split, order
 and initial weights as the C example (examples/c/resffn_logreg.c), so the
 per-step losses of the two agree.

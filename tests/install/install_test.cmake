@@ -31,6 +31,21 @@ foreach(f ${prefix}/include/samba.h ${libdir}/libsamba.a ${libdir}/pkgconfig/sam
   endif()
 endforeach()
 
+# The Python package: imported from the prefix with nothing set but
+# PYTHONPATH, it loads the prefix's library (its libsamba.so.0 is a relative
+# link), not a build tree's.
+if(PYTHON)
+  set(pythondir ${prefix}/${PYTHONDIR})
+  run("import sambaflow.samba from the prefix" ${CMAKE_COMMAND} -E env --unset=SAMBA_LIBRARY PYTHONPATH=${pythondir}
+      ${PYTHON} -c "import sys, sambaflow.samba\nprint(sys.modules['sambaflow.samba._lib'].path)")
+  string(STRIP "${run_output}" loaded)
+  file(REAL_PATH "${loaded}" loaded)
+  file(REAL_PATH "${libdir}/libsamba.so.${ABI_MAJOR}" installed)
+  if(NOT loaded STREQUAL installed)
+    message(FATAL_ERROR "sambaflow.samba loaded ${loaded}, expected the installed ${installed}")
+  endif()
+endif()
+
 # 1. find_package(Samba): a separate CMake project configured against the prefix.
 set(consumer_build ${WORK_DIR}/cmake-consumer)
 run("configure find_package consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/consumer -B ${consumer_build}

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-import samba
-from samba import SambaError
+import sambaflow.samba as samba
+from sambaflow.samba import SambaError
 
 
 def test_numpy_round_trip_shares_memory():

@@ -4,8 +4,8 @@ output gradients."""
 import numpy as np
 import pytest
 
-import samba
-from samba import session
+import sambaflow.samba as samba
+from sambaflow.samba import session
 
 torch = pytest.importorskip("torch")
 

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers", reason="transformers is installed by scripts/setup_python_env.sh")
 import torch.nn as nn  # noqa: E402
 
-import samba  # noqa: E402
+import sambaflow.samba as samba  # noqa: E402
 
 SEQ, BATCH, VOCAB = 8, 2, 64
 

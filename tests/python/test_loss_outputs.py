@@ -3,7 +3,7 @@ in include/samba/compile.h): which outputs backward starts from, and from which 
 three cases as tests/capi/loss_outputs_test.c, through the binding."""
 import numpy as np
 
-import samba
+import sambaflow.samba as samba
 
 W = (0.3 * np.sin(1.3 * np.arange(12) + 2)).astype(np.float32).reshape(3, 4)
 B = (0.3 * np.sin(1.3 * np.arange(3) + 1)).astype(np.float32)

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import samba  # noqa: E402
+import sambaflow.samba as samba  # noqa: E402
 
 
 def load(tmp_path, *graphs):

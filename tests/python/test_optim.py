@@ -9,9 +9,9 @@ import os
 import numpy as np
 import pytest
 
-import samba
-import samba.utils as utils
-from samba import optim
+import sambaflow.samba as samba
+import sambaflow.samba.utils as utils
+from sambaflow.samba import optim
 
 GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "user-guide.md")
 CLASSES = {"sgd": optim.SGD, "adamw": optim.AdamW}

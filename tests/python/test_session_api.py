@@ -11,10 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-import samba
-import samba.utils as utils
-from samba import SambaError
-from samba.utils.common import common_app_driver, parse_app_args
+import sambaflow.samba as samba
+import sambaflow.samba.utils as utils
+from sambaflow.samba import SambaError
+from sambaflow.samba.utils.common import common_app_driver, parse_app_args
 
 
 class Net:
@@ -285,7 +285,8 @@ def test_use_abexit_runs_registered_handlers_and_exits(tmp_path):
     script = tmp_path / "app.py"
     marker = tmp_path / "marker"
     script.write_text(f"""
-import atexit, samba
+import atexit
+import sambaflow.samba as samba
 atexit.register(lambda: open({str(marker)!r} + ".plain", "w").write("x"))
 samba.session.atexit_register(lambda: open({str(marker)!r}, "w").write("ran"))
 def main():

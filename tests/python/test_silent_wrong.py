@@ -4,9 +4,9 @@ materializers that return their values, and multigraph runs."""
 import numpy as np
 import pytest
 
-import samba
-import samba.utils as utils
-from samba import SambaError
+import sambaflow.samba as samba
+import sambaflow.samba.utils as utils
+from sambaflow.samba import SambaError
 
 torch = pytest.importorskip("torch")
 

@@ -4,8 +4,8 @@ creation functions, and errors carrying the C status and message."""
 import numpy as np
 import pytest
 
-import samba
-from samba import SambaError, SambaTensor
+import sambaflow.samba as samba
+from sambaflow.samba import SambaError, SambaTensor
 
 
 def test_constructor_forms_share_memory_or_are_empty():
@@ -173,6 +173,6 @@ def test_generated_ops_have_schema_docs_and_check_arguments():
 
 
 def test_missing_library_functions_raise_a_clear_error():
-    from samba._lib import call
+    from sambaflow.samba._lib import call
     with pytest.raises(SambaError, match="samba_no_such_function is not available"):
         call("samba_no_such_function")

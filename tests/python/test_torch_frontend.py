@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import samba  # noqa: E402
+import sambaflow.samba as samba  # noqa: E402
 
 
 def host(t):

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import samba  # noqa: E402
-import samba.utils as utils  # noqa: E402
+import sambaflow.samba as samba  # noqa: E402
+import sambaflow.samba.utils as utils  # noqa: E402
 
 
 def host(t):

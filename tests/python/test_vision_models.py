@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import samba  # noqa: E402
-import samba.utils as utils  # noqa: E402
+import sambaflow.samba as samba  # noqa: E402
+import sambaflow.samba.utils as utils  # noqa: E402
 from test_torch_nn_ops import WithLoss  # noqa: E402  (the model with its cross-entropy loss and logits)
 
 BATCH, CLASSES, SIZE = 4, 10, 32

@@ -113,6 +113,7 @@ class SambaSession:
 
     @property
     def handle(self):
+        """The native samba_session handle (for calls into the C API)."""
         return self._native.handle
 
     @property
@@ -122,6 +123,7 @@ class SambaSession:
     # ---- compiling ---------------------------------------------------------------------
     @property
     def tracing(self):
+        """Whether a model is being compiled or traced now (ops are recorded, not computed)."""
         out = ctypes.c_int32()
         call("samba_session_is_tracing", self._h, ctypes.byref(out))
         return bool(out.value)
@@ -239,6 +241,8 @@ class SambaSession:
 
     # ---- multigraph ----------------------------------------------------------------------
     def add_graph(self, graph, overwrite=False):
+        """Appends a SambaGraph for compile_multigraph; a graph named like one already added is an error
+        unless `overwrite`, which replaces it and moves it to the end."""
         call("samba_session_add_graph", self._h, graph.handle, ctypes.c_int32(1 if overwrite else 0))
         self._graphs = [g for g in getattr(self, "_graphs", []) if not (overwrite and g.name == graph.name)]
         self._graphs.append(graph)
@@ -251,6 +255,8 @@ class SambaSession:
         return pef_path or f"{name}.pef"
 
     def init_multigraph_runtime(self, pef, transfer_device=True):
+        """Loads the multigraph PEF at `pef`; with transfer_device, copies the compiled tensors'
+        values to the device and sets every output gradient to ones."""
         call("samba_session_init_multigraph_runtime", self._h, pef.encode(), ctypes.c_int32(1 if transfer_device else 0))
 
     def trace_multigraph(self, graph):
@@ -316,35 +322,46 @@ class SambaSession:
         return out
 
     def get_section_types(self):
+        """The loaded PEF's section types (FWD, BCKWD, OPT, ...), in schedule order."""
         return self._names("section_types")
 
     def get_weight_names(self):
+        """The names of the loaded PEF's parameters."""
         return self._names("weights")
 
     def get_argin_names(self):
+        """The names of the loaded PEF's run-time arguments (learning rate, dropout rates and seeds, ...)."""
         return self._names("argins")
 
     def get_dropout_rate_argin_names(self):
+        """The names of the run-time arguments holding dropout rates."""
         return self._names("dropout_rate")
 
     def get_dropout_seed_argin_names(self):
+        """The names of the run-time arguments holding dropout seeds."""
         return self._names("dropout_seed")
 
     def get_tensors_by_name(self, names):
+        """New host tensors holding the device values of the named tensors, in order."""
         outs = (P * max(1, len(names)))()
         call("samba_session_get_tensors_by_name", self._h, strings(list(names)), ctypes.c_size_t(len(names)), outs)
         return [SambaTensor._wrap(outs[i]) for i in range(len(names))]
 
     def get_tensors(self, samba_tensors):
+        """get_tensors_by_name of the tensors' sn_names."""
         return self.get_tensors_by_name([t.sn_name for t in samba_tensors])
 
     def get_samba_tensor_by_name(self, name):
+        """The host tensor registered under `name` by the last compile or trace_graph (the same
+        tensor, not a copy)."""
         return SambaTensor._wrap(out_handle("samba_session_get_samba_tensor_by_name", self._h, name.encode()))
 
     def update_tensor(self, name, tensor):
+        """Registers `tensor` under `name`, replacing what was there; None removes the name."""
         call("samba_session_update_tensor", self._h, name.encode(), tensor.handle if tensor is not None else None)
 
     def reset(self, pef_path=""):
+        """Loads the PEF at `pef_path`, or with no path unloads the program."""
         if pef_path:
             call("samba_session_load_pef", self._h, pef_path.encode())
         else:
@@ -354,25 +371,34 @@ class SambaSession:
         call(fn, self._h, ctypes.c_uint32(what))
 
     def to_cpu(self, model=None, optims=None, inplace=False):
+        """Copies parameters and buffers (and with `optims`, the optimizer state) from the device to
+        their host tensors; returns `model`."""
         self._transfer("samba_session_to_cpu", 1 | 2 | (4 if optims else 0))
         return model
 
     def to_cpu_(self, model=None, optims=None):
+        """to_cpu, SambaFlow's in-place spelling."""
         return self.to_cpu(model, optims, inplace=True)
 
     def to_rdu(self, model=None, optims=None):
+        """Copies parameters and buffers (and with `optims`, the optimizer state) from their host tensors
+        to the device; returns `model`."""
         self._transfer("samba_session_to_rdu", 1 | 2 | (4 if optims else 0))
         return model
 
     to_device = to_rdu
 
     def sync_buffers_to_cpu(self, model=None, inplace=False):
+        """Copies the buffers (not the parameters) from the device to their host tensors."""
         self._transfer("samba_session_to_cpu", 2)
 
     def sync_buffers_to_rdu(self, model=None):
+        """Copies the buffers (not the parameters) from their host tensors to the device."""
         self._transfer("samba_session_to_rdu", 2)
 
     def init_output_grads(self, unspecified=(), custom=None):
+        """Sets the gradients of the loaded PEF's outputs to ones, except those named in `unspecified`
+        (zero, for the app to set) and those in `custom` (name -> value)."""
         custom = custom or {}
         names = list(custom)
         kept = [as_tensor(custom[k]) for k in names]
@@ -409,21 +435,28 @@ class SambaSession:
 
     # ---- checkpoints and profiles --------------------------------------------------------
     def save_checkpoint(self, path, what=("parameters", "optimizer_state")):
+        """Writes the `what` kinds of tensors ('parameters', 'buffers', 'optimizer_state') to a checkpoint
+        file at `path`."""
         call("samba_session_save_checkpoint", self._h, path.encode(),
              ctypes.c_uint32(sum(_TRANSFER[w] for w in what)))
 
     def load_checkpoint(self, path, what=("parameters", "optimizer_state"), strict=True):
+        """Reads the `what` kinds of tensors from the checkpoint at `path`; with strict, a tensor the
+        checkpoint lacks is an error."""
         call("samba_session_load_checkpoint", self._h, path.encode(),
              ctypes.c_uint32(sum(_TRANSFER[w] for w in what)), ctypes.c_int32(1 if strict else 0))
 
     def start_samba_profile(self):
+        """Starts recording the profiler's events."""
         call("samba_session_start_profile", self._h)
 
     def end_samba_profile(self, filename=None):
+        """Stops the profiler; writes its trace (Chrome trace JSON) to `filename` when given."""
         call("samba_session_end_profile", self._h, filename.encode() if filename else None)
 
     @contextlib.contextmanager
     def samba_profile(self, filename=None):
+        """A context manager profiling its body: start_samba_profile, then end_samba_profile(filename)."""
         self.start_samba_profile()
         try:
             yield self
@@ -431,14 +464,18 @@ class SambaSession:
             self.end_samba_profile(filename)
 
     def start_runtime_profile(self, timer_enabled=True):
+        """Starts counting time per section; timer_enabled adds the wall time to the report."""
         call("samba_session_start_runtime_profile", self._h, ctypes.c_int32(1 if timer_enabled else 0))
 
     def end_runtime_profile(self, log_file="cprofile_tmp.log"):
+        """Stops the runtime profile and writes its per-section table to `log_file` (None: only to the log)."""
         call("samba_session_end_runtime_profile", self._h, log_file.encode() if log_file else None)
 
     # ---- lazy parameters, random state, pinned memory ------------------------------------
     def enable_lazy_param(self, seed=None, init_threads=8, inverse_transform_sampling=False,
                           fp32_to_bf16_rounding="nearest_even"):
+        """Lazy parameter mode: parameters created from now on are placeholders, materialized on the
+        device at the first run (in `init_threads` threads, from `seed` when given)."""
         if fp32_to_bf16_rounding not in ("nearest_even", "truncation"):
             raise ValueError(f"fp32_to_bf16_rounding must be 'nearest_even' or 'truncation', got "
                              f"{fp32_to_bf16_rounding!r}")
@@ -453,31 +490,40 @@ class SambaSession:
             call("samba_session_enable_lazy_param", self._h, lo)
 
     def disable_lazy_param(self):
+        """Parameters created from now on are materialized at once; placeholders already made stay lazy."""
         call("samba_session_disable_lazy_param", self._h)
 
     def use_lazy_param(self):
+        """Whether the session is in lazy parameter mode."""
         out = ctypes.c_int32()
         call("samba_session_use_lazy_param", self._h, ctypes.byref(out))
         return bool(out.value)
 
     def reset_random_generator(self):
+        """Restarts the session's random draws, so they repeat from the seed."""
         call("samba_session_reset_random_generator", self._h)
 
     def set_seed(self, seed):
+        """The seed of the session's random draws (random tensors, lazy parameters without their own)."""
         call("samba_session_set_seed", self._h, ctypes.c_uint64(seed))
 
     def random_stream(self):
+        """(seed, stream) of the next random draw: the `seed` and `offset` attributes of rand, randn,
+        randint or normal."""
         seed, stream = ctypes.c_uint64(), ctypes.c_uint64()
         call("samba_session_random_stream", self._h, ctypes.byref(seed), ctypes.byref(stream))
         return seed.value, stream.value
 
     def enable_pinned_memory(self):
+        """Host tensors created from now on are allocated from the pinned-memory pool."""
         call("samba_session_enable_pinned_memory", self._h)
 
     def disable_pinned_memory(self):
+        """Host tensors created from now on are allocated normally."""
         call("samba_session_disable_pinned_memory", self._h)
 
     def use_pinned_memory(self):
+        """Whether host tensors are allocated from the pinned-memory pool."""
         out = ctypes.c_int32()
         call("samba_session_use_pinned_memory", self._h, ctypes.byref(out))
         return bool(out.value)
@@ -532,9 +578,11 @@ class _Profiler:
         self._s = s
 
     def start(self):
+        """Starts the profiler (SambaSession.start_samba_profile)."""
         self._s.start_samba_profile()
 
     def end(self, filename=None):
+        """Stops the profiler and writes its trace to `filename` when given."""
         self._s.end_samba_profile(filename)
 
     def __enter__(self):

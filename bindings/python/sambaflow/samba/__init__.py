@@ -1,6 +1,6 @@
 """Samba for Python: the SambaFlow programming model over libsamba's C ABI.
 
-    import samba
+    import sambaflow.samba as samba
     x = samba.randn(8, 784, name="x")
     w = samba.parameter("fc.weight", (10, 784))           # kaiming-uniform, like nn.Linear
     loss = samba.cross_entropy(samba.linear(x, w), y)     # computes now, or traces in compile

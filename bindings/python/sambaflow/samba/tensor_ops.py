@@ -10,7 +10,7 @@ from . import dtypes
 from ._lib import SambaError
 from ._lib import call, out_handle
 from .indexing import build_index
-from .ops import bind, call_native, is_op
+from .ops import bind, call_native, is_op, op_doc, op_signature
 
 
 def _dims(args):
@@ -313,4 +313,12 @@ class TensorOps:
                              f"sort, topk, kthvalue, median and max/min along a dim are supported")
         if not is_op(name):
             raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
-        return lambda *args, **kwargs: self._call_bound(name, (self,) + args, kwargs)
+
+        def method(*args, **kwargs):
+            return self._call_bound(name, (self,) + args, kwargs)
+
+        method.__name__ = name
+        method.__qualname__ = f"SambaTensor.{name}"
+        method.__doc__ = op_doc(name, bound_first=True)
+        method.__signature__ = op_signature(name, bound_first=True)
+        return method

@@ -24,6 +24,7 @@ def _finish(t, name, requires_grad, batch_dim=None):
 
 
 def empty(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size` (samba.empty(2, 3) or samba.empty((2, 3))); its values are zeros."""
     shape = _shape(size)
     arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
     t = SambaTensor._wrap(out_handle("samba_tensor_create", ctypes.c_int32(dtypes.from_name(dtype)), arr,
@@ -32,6 +33,7 @@ def empty(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None
 
 
 def zeros(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size` filled with zeros."""
     return empty(*size, dtype=dtype, name=name, requires_grad=requires_grad, batch_dim=batch_dim)
 
 
@@ -42,6 +44,7 @@ def full(size, fill_value, dtype="float32", name=None, requires_grad=False, batc
 
 
 def ones(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size` filled with ones."""
     return full(_shape(size), 1.0, dtype=dtype, name=name, requires_grad=requires_grad, batch_dim=batch_dim)
 
 
@@ -62,10 +65,12 @@ def _random(op, size, attrs, dtype, name, requires_grad, batch_dim):
 
 
 def rand(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size`, uniform in [0, 1), from the session's random draws (samba.set_seed)."""
     return _random("rand", size, {}, dtype, name, requires_grad, batch_dim)
 
 
 def randn(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size`, standard normal, from the session's random draws (samba.set_seed)."""
     return _random("randn", size, {}, dtype, name, requires_grad, batch_dim)
 
 
@@ -89,6 +94,7 @@ def randint(*args, size=None, dtype="int64", name=None, requires_grad=False, bat
 
 
 def normal(mean, std, size, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+    """A new tensor of shape `size`, normal with `mean` and `std`, from the session's random draws."""
     return _random("normal", (tuple(size),), {"mean": float(mean), "std": float(std)}, dtype, name,
                    requires_grad, batch_dim)
 

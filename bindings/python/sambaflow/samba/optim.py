@@ -26,6 +26,9 @@ def hyperparameters(kind):
 
 
 class Optimizer(NativeHandle, release="samba_optimizer_release"):
+    """An optimizer of the registry (torch.optim's interface): `params` is a list of parameters
+    or of param-group dicts; step() runs on the host, and a compile traces it into the OPT section."""
+
     kind = ""
 
     def __init__(self, params, **hyper):
@@ -48,6 +51,7 @@ class Optimizer(NativeHandle, release="samba_optimizer_release"):
             self.add_param_group({"params": params})
 
     def add_param_group(self, group):
+        """Adds a group of parameters with its own hyperparameters (the rest from the defaults)."""
         params = list(group["params"])
         hyper = {k: v for k, v in group.items() if k != "params"}
         ah = attrs_handle(hyper) if hyper else None
@@ -59,13 +63,18 @@ class Optimizer(NativeHandle, release="samba_optimizer_release"):
         self.param_groups.append(dict(group, params=params))
 
     def step(self):
+        """One update of every parameter from its gradient, on the host."""
         call("samba_optimizer_step", session.handle, self._h)
 
     def zero_grad(self):
+        """Sets every parameter's gradient to zero."""
         call("samba_optimizer_zero_grad", self._h)
 
 
 class SGD(Optimizer):
+    """torch.optim.SGD: momentum, dampening, weight decay, Nesterov; max_grad_norm clips the
+    gradients' global norm first. An unset hyperparameter takes the registry's default."""
+
     kind = "sgd"
 
     def __init__(self, params, lr=None, momentum=None, dampening=None, weight_decay=None, nesterov=None,
@@ -75,6 +84,9 @@ class SGD(Optimizer):
 
 
 class AdamW(Optimizer):
+    """torch.optim.AdamW (decoupled weight decay); `betas` or beta1 / beta2, amsgrad; max_grad_norm
+    clips the gradients' global norm first. An unset hyperparameter takes the registry's default."""
+
     kind = "adamw"
 
     def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None, amsgrad=None, maximize=None,

@@ -51,6 +51,7 @@ def parse_app_args(argv=None, common_parser_fn=None, run_parser_fn=None, compile
 
 
 def default_pef(args, name):
+    """The PEF path of an app: args.pef, or OUTPUT_FOLDER/NAME/NAME.pef."""
     return args.pef or os.path.join(args.output_folder, name, f"{name}.pef")
 
 

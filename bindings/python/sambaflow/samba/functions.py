@@ -3,7 +3,7 @@ samba.linear(x, w, b), samba.layer_norm(x, w, b, normalized_shape=[64]), ...
 Inputs are positional; attributes follow them positionally or by keyword,
 with the schema's defaults. Each call computes on the host, or is recorded
 while a model is being compiled."""
-from .ops import is_op, op_names, signature_doc
+from .ops import is_op, op_doc, op_names, op_signature
 from .tensor import SambaTensor
 
 _functions = {}
@@ -18,8 +18,10 @@ def _make(name):
     def fn(*args, **kwargs):
         return SambaTensor._call_bound(name, args, kwargs)
 
-    fn.__name__ = name
-    fn.__doc__ = signature_doc(name)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = __package__
+    fn.__doc__ = op_doc(name)
+    fn.__signature__ = op_signature(name)
     return fn
 
 

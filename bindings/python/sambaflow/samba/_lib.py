@@ -19,7 +19,8 @@ class SambaError(RuntimeError):
 
 
 def _candidates():
-    """Next to the package, then $SAMBA_LIBRARY, then the system library path."""
+    """Inside the package first (a wheel or make install puts libsamba.so.0
+    there), then $SAMBA_LIBRARY, then the system library path."""
     for name in ("libsamba.so", "libsamba.so.0"):
         yield os.path.join(_here, name)
     env = os.environ.get("SAMBA_LIBRARY")
@@ -132,6 +133,7 @@ class NativeHandle:
 
     @property
     def handle(self):
+        """The native handle (None once closed), for calls into the C API."""
         return self._h
 
     @property
@@ -140,6 +142,7 @@ class NativeHandle:
         return self._h
 
     def close(self):
+        """Releases the native object now (once; later calls do nothing)."""
         h, self._h = getattr(self, "_h", None), None
         if h:
             self._release(h)

@@ -4,6 +4,7 @@ calling an op in the default session (it computes on the host, or is
 recorded while a model is being compiled). SambaTensor and samba.<op>
 (functions.py) build on these."""
 import ctypes
+import inspect
 import json
 
 from . import dtypes
@@ -14,6 +15,7 @@ _schemas = {}
 
 
 def op_names():
+    """The names of the registry's ops, in registry order (each is a samba.<name> function)."""
     names = []
     for i in range(lib.samba_op_count()):
         out = ctypes.c_char_p()
@@ -23,6 +25,8 @@ def op_names():
 
 
 def schema(name):
+    """The registry's schema of op `name` as a dict: inputs, attributes (types, defaults, docs),
+    outputs and the op's documentation. Raises SambaError for an unknown op."""
     if name not in _schemas:
         out = ctypes.c_char_p()
         call("samba_op_schema_json", name.encode(), ctypes.byref(out))
@@ -126,8 +130,62 @@ def bind(name, args, kwargs):
     return inputs, values
 
 
-def signature_doc(name):
-    """'name(inputs, attr=default, ...)' and the schema's docs."""
+# How an attribute type of the schema reads as a Python annotation.
+_ATTR_ANNOTATIONS = {"int": "int", "float": "float", "bool": "bool", "string": "str", "ints": "Sequence[int]",
+                     "floats": "Sequence[float]", "dtype": "samba.dtype | str"}
+
+
+def _input_annotation(spec):
+    if spec.get("variadic"):
+        return "Sequence[SambaTensor]"
+    return "SambaTensor | None" if spec.get("optional") else "SambaTensor"
+
+
+def op_signature(name, bound_first=False):
+    """The inspect.Signature of samba.<name> as bind() reads a call: the
+    inputs positional (a variadic one as one sequence; an optional one
+    defaults to None unless a required input follows it, as in add_(x, y)),
+    then the attributes by keyword with the schema's defaults (bind() also
+    takes them positionally after the inputs, as the op's older spelling).
+    bound_first drops the first input: the method form, x.<name>(...)."""
     sch = schema(name)
-    sig = ", ".join([i["name"] for i in sch["inputs"]] + [f"{a['name']}={a.get('default')!r}" for a in sch["attrs"]])
-    return f"{name}({sig})\n\n{sch.get('doc', '')}"
+    inputs = sch["inputs"][1:] if bound_first else sch["inputs"]
+    params = []
+    for i, spec in enumerate(inputs):
+        optional_tail = all(later.get("optional") for later in inputs[i:])
+        default = None if optional_tail else inspect.Parameter.empty
+        params.append(inspect.Parameter(spec["name"], inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                        annotation=_input_annotation(spec)))
+    for attr in sch["attrs"]:
+        default = inspect.Parameter.empty if attr.get("required") else attr.get("default")
+        annotation = _ATTR_ANNOTATIONS.get(attr["type"], attr["type"])
+        if attr.get("optional"):
+            annotation += " | None"
+        params.append(inspect.Parameter(attr["name"], inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=annotation))
+    outputs = sch["outputs"]
+    single = len(outputs) == 1 and not outputs[0].get("variadic")
+    return inspect.Signature(params, return_annotation="SambaTensor" if single else "tuple[SambaTensor, ...]")
+
+
+def _described(items, bound_first=False):
+    lines = []
+    for spec in items[1:] if bound_first else items:
+        kind = "" if "type" not in spec else f" ({spec['type']}{', required' if spec.get('required') else ''})"
+        doc = spec.get("doc")
+        lines.append(f"    {spec['name']}{kind}: {doc}" if doc else f"    {spec['name']}{kind}")
+    return lines
+
+
+def op_doc(name, bound_first=False):
+    """The docstring of samba.<name> from the registry's schema: the
+    schema's signature, what the op computes, then each input, attribute
+    and output with its documentation."""
+    sch = schema(name)
+    parts = [sch.get("signature", name), "", sch.get("doc", "")]
+    for title, items, skip in (("Inputs", sch["inputs"], bound_first), ("Attributes", sch["attrs"], False),
+                               ("Outputs", sch["outputs"], False)):
+        described = _described(items, skip)
+        if described:
+            parts += ["", f"{title}:"] + described
+    return "\n".join(parts)

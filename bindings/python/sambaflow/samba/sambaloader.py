@@ -19,6 +19,10 @@ class _Failure:
 
 
 class SambaLoader:
+    """Iterates `torch_loader` with a producer thread preparing up to `maxsize` batches ahead,
+    each a list of SambaTensors whose sn_names are `names` in order (copied into pinned host memory
+    when pinned_memory is set); `timeout` bounds the wait for a batch."""
+
     def __init__(self, torch_loader, names, maxsize=2, timeout=None, pinned_memory=None):
         if maxsize < 1:
             raise ValueError(f"SambaLoader: maxsize must be at least 1, got {maxsize}")
