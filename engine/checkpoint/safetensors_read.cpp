@@ -293,7 +293,7 @@ LoadReport load_safetensors(const std::string& path, std::span<const CheckpointT
     const auto it = by_name.find(mapped);
     if (it == by_name.end()) {
       SAMBA_CHECK(!options.strict, Status::InvalidArgument,
-                  "loading safetensors file '{}': its tensor '{}' (mapped to '{}') is not a tensor of the session; "
+                  "loading safetensors file '{}': its tensor '{}' (mapped to '{}') has no target among the session's tensors being loaded; "
                   "strict loading uses every tensor of the file",
                   path, r.name, mapped);
       report.unused.push_back(r.name);
