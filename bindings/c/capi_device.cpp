@@ -307,8 +307,8 @@ samba_status samba_session_save_safetensors(samba_session* s, const char* path, 
 }
 
 samba_status samba_session_load_safetensors(samba_session* s, const char* path, uint32_t what,
-                                            const char* const* map_from, const char* const* map_to, size_t n_map,
-                                            int32_t strict) {
+                                            const char* const* map_from, const char* const* map_to,
+                                            size_t n_map, int32_t strict) {
   return SAMBA_GUARDED({
     require(s, "session");
     require(path, "path");
@@ -319,18 +319,18 @@ samba_status samba_session_load_safetensors(samba_session* s, const char* path, 
       require(map_to, "map_to");
     }
     for (size_t i = 0; i < n_map; ++i) {
-      SAMBA_CHECK(map_from[i] && map_to[i], Status::NullPointer, "load_safetensors: name map rule {} has a NULL name",
-                  i);
+      SAMBA_CHECK(map_from[i] && map_to[i], Status::NullPointer,
+                  "load_safetensors: name map rule {} has a NULL name", i);
       options.name_map.emplace_back(map_from[i], map_to[i]);
     }
-    const LoadReport report =
-        s->impl.require_runtime("load_safetensors")->load_safetensors(path, state_dict_roles_of(what), options);
+    const LoadReport report = s->impl.require_runtime("load_safetensors")
+                                  ->load_safetensors(path, state_dict_roles_of(what), options);
     if (!report.missing.empty())
       log::warn("load_safetensors '{}': {} tensors of the session are not in the file: {}", path,
                 report.missing.size(), fmt::join(report.missing, ", "));
     if (!report.unused.empty())
-      log::warn("load_safetensors '{}': {} tensors of the file have no target: {}", path, report.unused.size(),
-                fmt::join(report.unused, ", "));
+      log::warn("load_safetensors '{}': {} tensors of the file have no target: {}", path,
+                report.unused.size(), fmt::join(report.unused, ", "));
   });
 }
 

@@ -25,7 +25,8 @@ namespace samba {
 namespace {
 
 // The data is little-endian and is copied as it is.
-static_assert(std::endian::native == std::endian::little, "safetensors reading assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors reading assumes a little-endian host");
 
 using Json = nlohmann::ordered_json;
 
@@ -55,64 +56,76 @@ std::string supported_codes() {
 DType dtype_of_code(const std::string& code, std::string_view origin, const std::string& name) {
   for (const auto& c : kDTypeCodes)
     if (c.code == code) return c.dtype;
-  fail(Status::Unsupported, "safetensors file '{}': tensor '{}' has dtype '{}', which Samba does not have; expected one of {}",
+  fail(Status::Unsupported,
+       "safetensors file '{}': tensor '{}' has dtype '{}', which Samba does not have; expected one "
+       "of {}",
        origin, name, code, supported_codes());
 }
 
 uint64_t offset_value(const Json& v, std::string_view origin, const std::string& name) {
   SAMBA_CHECK(v.is_number_unsigned(), Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' has data_offsets entry {}; expected a non-negative integer", origin, name,
-              v.dump());
+              "safetensors file '{}': tensor '{}' has data_offsets entry {}; expected a "
+              "non-negative integer",
+              origin, name, v.dump());
   return v.get<uint64_t>();
 }
 
-SafetensorsRecord parse_record(const std::string& name, const Json& v, uint64_t data_start, uint64_t data_size,
-                               std::string_view origin) {
+SafetensorsRecord parse_record(const std::string& name, const Json& v, uint64_t data_start,
+                               uint64_t data_size, std::string_view origin) {
   SAMBA_CHECK(v.is_object(), Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' is described by {}; expected an object with dtype, shape and "
+              "safetensors file '{}': tensor '{}' is described by {}; expected an object with "
+              "dtype, shape and "
               "data_offsets",
               origin, name, v.type_name());
   for (const char* field : {"dtype", "shape", "data_offsets"})
-    SAMBA_CHECK(v.contains(field), Status::CorruptFile, "safetensors file '{}': tensor '{}' has no '{}'", origin, name,
-                field);
+    SAMBA_CHECK(v.contains(field), Status::CorruptFile,
+                "safetensors file '{}': tensor '{}' has no '{}'", origin, name, field);
   const Json& dtype = v["dtype"];
   const Json& shape = v["shape"];
   const Json& offsets = v["data_offsets"];
-  SAMBA_CHECK(dtype.is_string(), Status::CorruptFile, "safetensors file '{}': tensor '{}' has dtype {}; expected a string",
-              origin, name, dtype.dump());
-  SAMBA_CHECK(shape.is_array() && shape.size() <= static_cast<size_t>(kMaxRank), Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' has shape {}; expected an array of at most {} dimensions", origin,
-              name, shape.dump(), kMaxRank);
+  SAMBA_CHECK(dtype.is_string(), Status::CorruptFile,
+              "safetensors file '{}': tensor '{}' has dtype {}; expected a string", origin, name,
+              dtype.dump());
+  SAMBA_CHECK(
+      shape.is_array() && shape.size() <= static_cast<size_t>(kMaxRank), Status::CorruptFile,
+      "safetensors file '{}': tensor '{}' has shape {}; expected an array of at most {} dimensions",
+      origin, name, shape.dump(), kMaxRank);
   SAMBA_CHECK(offsets.is_array() && offsets.size() == 2, Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' has data_offsets {}; expected [begin, end]", origin, name,
-              offsets.dump());
+              "safetensors file '{}': tensor '{}' has data_offsets {}; expected [begin, end]",
+              origin, name, offsets.dump());
 
   SafetensorsRecord r;
   r.name = name;
   r.dtype = dtype_of_code(dtype.get<std::string>(), origin, name);
   for (const Json& d : shape) {
-    SAMBA_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), Status::CorruptFile,
-                "safetensors file '{}': tensor '{}' has shape {}; expected non-negative integer dimensions", origin,
-                name, shape.dump());
+    SAMBA_CHECK(
+        d.is_number_unsigned() && d.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+        Status::CorruptFile,
+        "safetensors file '{}': tensor '{}' has shape {}; expected non-negative integer dimensions",
+        origin, name, shape.dump());
     r.shape.push_back(static_cast<int64_t>(d.get<uint64_t>()));
   }
   size_t nbytes = 0;
   try {
     nbytes = checked_nbytes(r.shape, r.dtype);
   } catch (const Error&) {
-    fail(Status::CorruptFile, "safetensors file '{}': tensor '{}' of shape {} has a byte size beyond 64 bits", origin,
+    fail(Status::CorruptFile,
+         "safetensors file '{}': tensor '{}' of shape {} has a byte size beyond 64 bits", origin,
          name, dims_str(r.shape));
   }
   const uint64_t begin = offset_value(offsets[0], origin, name);
   const uint64_t end = offset_value(offsets[1], origin, name);
   SAMBA_CHECK(begin <= end && end <= data_size, Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' has data_offsets [{}, {}]; expected begin <= end <= {} (the data's "
+              "safetensors file '{}': tensor '{}' has data_offsets [{}, {}]; expected begin <= end "
+              "<= {} (the data's "
               "size)",
               origin, name, begin, end, data_size);
   SAMBA_CHECK(end - begin == nbytes, Status::CorruptFile,
-              "safetensors file '{}': tensor '{}' is {} of shape {}, {} bytes, but its data_offsets [{}, {}] span {} "
+              "safetensors file '{}': tensor '{}' is {} of shape {}, {} bytes, but its "
+              "data_offsets [{}, {}] span {} "
               "bytes",
-              origin, name, dtype.get<std::string>(), dims_str(r.shape), nbytes, begin, end, end - begin);
+              origin, name, dtype.get<std::string>(), dims_str(r.shape), nbytes, begin, end,
+              end - begin);
   r.begin = data_start + begin;
   r.end = data_start + end;
   return r;
@@ -120,31 +133,35 @@ SafetensorsRecord parse_record(const std::string& name, const Json& v, uint64_t 
 
 // Overlaps and holes, as the reference reader: sorted by offset, each
 // tensor starts where the previous one ended and the last ends the file.
-void check_layout(const std::vector<SafetensorsRecord>& records, uint64_t data_start, uint64_t file_size,
-                  std::string_view origin) {
+void check_layout(const std::vector<SafetensorsRecord>& records, uint64_t data_start,
+                  uint64_t file_size, std::string_view origin) {
   std::vector<size_t> order(records.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(records[a].begin, records[a].end) < std::pair(records[b].begin, records[b].end);
+    return std::pair(records[a].begin, records[a].end) <
+           std::pair(records[b].begin, records[b].end);
   });
   uint64_t at = data_start;
   const SafetensorsRecord* previous = nullptr;
   for (size_t i : order) {
     const SafetensorsRecord& r = records[i];
     if (r.begin < at)
-      fail(Status::CorruptFile, "safetensors file '{}': tensor '{}' (data_offsets [{}, {}]) overlaps tensor '{}' "
+      fail(Status::CorruptFile,
+           "safetensors file '{}': tensor '{}' (data_offsets [{}, {}]) overlaps tensor '{}' "
            "(data_offsets [{}, {}])",
-           origin, r.name, r.begin - data_start, r.end - data_start, previous->name, previous->begin - data_start,
-           previous->end - data_start);
+           origin, r.name, r.begin - data_start, r.end - data_start, previous->name,
+           previous->begin - data_start, previous->end - data_start);
     SAMBA_CHECK(r.begin == at, Status::CorruptFile,
-                "safetensors file '{}': tensor '{}' starts at data offset {}; expected {}, where the previous tensor "
+                "safetensors file '{}': tensor '{}' starts at data offset {}; expected {}, where "
+                "the previous tensor "
                 "ends (the data may have no holes)",
                 origin, r.name, r.begin - data_start, at - data_start);
     at = r.end;
     previous = &r;
   }
   SAMBA_CHECK(at == file_size, Status::CorruptFile,
-              "safetensors file '{}': the tensors' data ends at data offset {}; expected it to cover the data's {} "
+              "safetensors file '{}': the tensors' data ends at data offset {}; expected it to "
+              "cover the data's {} "
               "bytes to the end of the file",
               origin, at - data_start, file_size - data_start);
 }
@@ -189,7 +206,8 @@ class MappedFile {
 Tensor source_tensor(std::span<const uint8_t> file, const SafetensorsRecord& r, DType target) {
   const size_t nbytes = r.end - r.begin;
   void* p = const_cast<uint8_t*>(file.data() + r.begin);
-  Tensor view = Tensor::view_of(Storage::borrow(p, nbytes), r.dtype, r.shape, contiguous_strides(r.shape), 0);
+  Tensor view =
+      Tensor::view_of(Storage::borrow(p, nbytes), r.dtype, r.shape, contiguous_strides(r.shape), 0);
   const bool aligned = reinterpret_cast<uintptr_t>(p) % element_size(r.dtype) == 0;
   if (aligned || target == r.dtype || nbytes == 0) return view;
   Tensor copy = Tensor::empty(r.shape, r.dtype);
@@ -207,15 +225,17 @@ std::string_view safetensors_dtype_code(DType dtype) {
 
 SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_view origin) {
   SAMBA_CHECK(file.size() >= 8, Status::CorruptFile,
-              "safetensors file '{}' is {} bytes; expected at least 8 (the header length)", origin, file.size());
+              "safetensors file '{}' is {} bytes; expected at least 8 (the header length)", origin,
+              file.size());
   uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, file.data(), 8);
   SAMBA_CHECK(header_bytes <= kMaxSafetensorsHeaderBytes, Status::CorruptFile,
-              "safetensors file '{}': header length {} is above the limit of {} bytes", origin, header_bytes,
-              kMaxSafetensorsHeaderBytes);
-  SAMBA_CHECK(header_bytes <= file.size() - 8, Status::CorruptFile,
-              "safetensors file '{}': header length {} goes beyond the file's {} bytes after the length", origin,
-              header_bytes, file.size() - 8);
+              "safetensors file '{}': header length {} is above the limit of {} bytes", origin,
+              header_bytes, kMaxSafetensorsHeaderBytes);
+  SAMBA_CHECK(
+      header_bytes <= file.size() - 8, Status::CorruptFile,
+      "safetensors file '{}': header length {} goes beyond the file's {} bytes after the length",
+      origin, header_bytes, file.size() - 8);
   const auto* text = reinterpret_cast<const char*>(file.data() + 8);
 
   // Duplicate names are caught while parsing: a JSON object keeps one value per key.
@@ -223,32 +243,34 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_v
   std::string duplicate;
   Json header;
   try {
-    header = Json::parse(
-        text, text + header_bytes,
-        [&](int depth, Json::parse_event_t event, Json& parsed) {
-          if (depth == 1 && event == Json::parse_event_t::key && !names.insert(parsed.get<std::string>()).second &&
-              duplicate.empty())
-            duplicate = parsed.get<std::string>();
-          return true;
-        });
+    header = Json::parse(text, text + header_bytes,
+                         [&](int depth, Json::parse_event_t event, Json& parsed) {
+                           if (depth == 1 && event == Json::parse_event_t::key &&
+                               !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+                             duplicate = parsed.get<std::string>();
+                           return true;
+                         });
   } catch (const Json::exception& e) {
-    fail(Status::CorruptFile, "safetensors file '{}': the header is not valid JSON: {}", origin, e.what());
+    fail(Status::CorruptFile, "safetensors file '{}': the header is not valid JSON: {}", origin,
+         e.what());
   }
-  SAMBA_CHECK(header.is_object(), Status::CorruptFile, "safetensors file '{}': the header is JSON {}; expected an object",
-              origin, header.type_name());
-  SAMBA_CHECK(duplicate.empty(), Status::CorruptFile, "safetensors file '{}': tensor '{}' appears twice in the header",
-              origin, duplicate);
+  SAMBA_CHECK(header.is_object(), Status::CorruptFile,
+              "safetensors file '{}': the header is JSON {}; expected an object", origin,
+              header.type_name());
+  SAMBA_CHECK(duplicate.empty(), Status::CorruptFile,
+              "safetensors file '{}': tensor '{}' appears twice in the header", origin, duplicate);
 
   SafetensorsHeader out;
   const uint64_t data_start = 8 + header_bytes;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       SAMBA_CHECK(value.is_object(), Status::CorruptFile,
-                  "safetensors file '{}': __metadata__ is {}; expected an object of strings", origin,
-                  value.type_name());
+                  "safetensors file '{}': __metadata__ is {}; expected an object of strings",
+                  origin, value.type_name());
       for (const auto& [key, v] : value.items()) {
         SAMBA_CHECK(v.is_string(), Status::CorruptFile,
-                    "safetensors file '{}': __metadata__ '{}' is {}; expected a string", origin, key, v.type_name());
+                    "safetensors file '{}': __metadata__ '{}' is {}; expected a string", origin,
+                    key, v.type_name());
         out.metadata.emplace(key, v.get<std::string>());
       }
       continue;
@@ -263,7 +285,8 @@ std::string map_safetensors_name(const std::string& name, const SafetensorsNameM
   const std::pair<std::string, std::string>* best = nullptr;
   for (const auto& rule : rules) {
     if (rule.first == name) return rule.second;
-    if (name.starts_with(rule.first) && (!best || rule.first.size() > best->first.size())) best = &rule;
+    if (name.starts_with(rule.first) && (!best || rule.first.size() > best->first.size()))
+      best = &rule;
   }
   return best ? best->second + name.substr(best->first.size()) : name;
 }
@@ -275,7 +298,8 @@ LoadReport load_safetensors(const std::string& path, std::span<const CheckpointT
     SAMBA_CHECK(by_name.emplace(t.name, &t).second, Status::InvalidArgument,
                 "loading safetensors file '{}': target '{}' is given twice", path, t.name);
     SAMBA_CHECK(t.tensor.defined() && t.tensor.has_data(), Status::InvalidState,
-                "loading safetensors file '{}': target '{}' has no data to load into", path, t.name);
+                "loading safetensors file '{}': target '{}' has no data to load into", path,
+                t.name);
   }
 
   const MappedFile file(path);
@@ -288,12 +312,13 @@ LoadReport load_safetensors(const std::string& path, std::span<const CheckpointT
     const std::string mapped = map_safetensors_name(r.name, options.name_map);
     const auto [seen, fresh] = mapped_from.emplace(mapped, &r.name);
     SAMBA_CHECK(fresh, Status::InvalidArgument,
-                "loading safetensors file '{}': tensors '{}' and '{}' are both mapped to '{}'", path, *seen->second,
-                r.name, mapped);
+                "loading safetensors file '{}': tensors '{}' and '{}' are both mapped to '{}'",
+                path, *seen->second, r.name, mapped);
     const auto it = by_name.find(mapped);
     if (it == by_name.end()) {
       SAMBA_CHECK(!options.strict, Status::InvalidArgument,
-                  "loading safetensors file '{}': its tensor '{}' (mapped to '{}') has no target among the session's tensors being loaded; "
+                  "loading safetensors file '{}': its tensor '{}' (mapped to '{}') has no target "
+                  "among the session's tensors being loaded; "
                   "strict loading uses every tensor of the file",
                   path, r.name, mapped);
       report.unused.push_back(r.name);
@@ -301,14 +326,16 @@ LoadReport load_safetensors(const std::string& path, std::span<const CheckpointT
     }
     const Tensor& dst = it->second->tensor;
     SAMBA_CHECK(r.shape == dst.shape(), Status::ShapeMismatch,
-                "loading safetensors file '{}': tensor '{}' (for '{}') has shape {} in the file; the target has shape {}",
+                "loading safetensors file '{}': tensor '{}' (for '{}') has shape {} in the file; "
+                "the target has shape {}",
                 path, r.name, mapped, dims_str(r.shape), dims_str(dst.shape()));
     copies.emplace_back(&r, it->second);
   }
   for (const CheckpointTarget& t : targets) {
     if (mapped_from.contains(t.name)) continue;
     SAMBA_CHECK(!options.strict, Status::NotFound,
-                "loading safetensors file '{}': it has no tensor for '{}' (after name mapping)", path, t.name);
+                "loading safetensors file '{}': it has no tensor for '{}' (after name mapping)",
+                path, t.name);
     report.missing.push_back(t.name);
   }
 

@@ -17,7 +17,8 @@ void save_safetensors(const std::string& path, std::span<const CheckpointEntry> 
   std::unordered_set<std::string_view> names;
   for (const CheckpointEntry& e : entries) {
     SAMBA_CHECK(!e.name.empty() && e.name != "__metadata__", Status::InvalidArgument,
-                "saving safetensors file '{}': tensor name '{}' is reserved or empty", path, e.name);
+                "saving safetensors file '{}': tensor name '{}' is reserved or empty", path,
+                e.name);
     SAMBA_CHECK(names.insert(e.name).second, Status::InvalidArgument,
                 "saving safetensors file '{}': tensor '{}' is given twice", path, e.name);
     SAMBA_CHECK(e.tensor.defined() && e.tensor.has_data(), Status::InvalidArgument,

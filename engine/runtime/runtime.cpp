@@ -632,13 +632,15 @@ std::vector<CheckpointEntry> Runtime::state_snapshot(uint32_t roles) {
   for (size_t i = 0; i < d.tensors.size(); ++i) {
     const auto& t = d.tensors[i];
     if (t.role == pef::TensorRole::Alias || !selected(roles, t.role)) continue;
-    entries.push_back({t.name, checkpoint_kind(t.role), primary_->tensor(static_cast<int32_t>(i)).clone()});
+    entries.push_back(
+        {t.name, checkpoint_kind(t.role), primary_->tensor(static_cast<int32_t>(i)).clone()});
   }
   return entries;
 }
 
-void Runtime::load_state(uint32_t roles,
-                         const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load) {
+void Runtime::load_state(
+    uint32_t roles,
+    const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load) {
   const auto& d = program_->desc();
   std::unique_lock<std::shared_mutex> unique(state_mu_);
   std::unique_lock<std::mutex> lock(primary_mu_);
@@ -654,8 +656,9 @@ void Runtime::load_state(uint32_t roles,
 }
 
 void Runtime::save_checkpoint(const std::string& path, uint32_t roles) {
-  samba::save_checkpoint(path, state_snapshot(roles),
-                         {{"program", program_->desc().name}, {"step", std::to_string(step_.load())}});
+  samba::save_checkpoint(
+      path, state_snapshot(roles),
+      {{"program", program_->desc().name}, {"step", std::to_string(step_.load())}});
 }
 
 void Runtime::load_checkpoint(const std::string& path, uint32_t roles, bool strict) {
@@ -675,12 +678,12 @@ void Runtime::save_safetensors(const std::string& path, uint32_t roles) {
                            {"step", std::to_string(step_.load())}});
 }
 
-LoadReport Runtime::load_safetensors(const std::string& path, uint32_t roles, const SafetensorsLoadOptions& options) {
+LoadReport Runtime::load_safetensors(const std::string& path, uint32_t roles,
+                                     const SafetensorsLoadOptions& options) {
   LoadReport report;
-  load_state(roles,
-             [&](std::span<const CheckpointTarget> targets, CheckpointKindMask) {
-               report = samba::load_safetensors(path, targets, options);
-             });
+  load_state(roles, [&](std::span<const CheckpointTarget> targets, CheckpointKindMask) {
+    report = samba::load_safetensors(path, targets, options);
+  });
   return report;
 }
 

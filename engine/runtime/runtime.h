@@ -121,7 +121,8 @@ class Runtime {
   // (engine/checkpoint/safetensors.h), "format": "pt" in the metadata so
   // transformers accepts the file.
   void save_safetensors(const std::string& path, uint32_t roles);
-  LoadReport load_safetensors(const std::string& path, uint32_t roles, const SafetensorsLoadOptions& options);
+  LoadReport load_safetensors(const std::string& path, uint32_t roles,
+                              const SafetensorsLoadOptions& options);
 
   // Number of steps (FWD runs) so far; random ops draw their stream from it.
   int64_t step() const { return step_.load(); }
@@ -132,8 +133,9 @@ class Runtime {
   std::vector<CheckpointEntry> state_snapshot(uint32_t roles);
   // Runs `load` on those state tensors themselves with runs excluded, and
   // the checkpoint kinds they cover.
-  void load_state(uint32_t roles,
-                  const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load);
+  void load_state(
+      uint32_t roles,
+      const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load);
   std::vector<int32_t> select_calls(const RunRequest& r) const;
   std::vector<int32_t> select_named_calls(const RunRequest& r) const;
   std::vector<int32_t> with_gradients_cleared(std::vector<int32_t> calls) const;

@@ -371,8 +371,10 @@ SAMBA_API samba_status samba_session_save_safetensors(samba_session* session, co
  * On failure no tensor changes. Thread safety: as
  * samba_session_load_checkpoint. */
 SAMBA_API samba_status samba_session_load_safetensors(samba_session* session, const char* path,
-                                                      samba_transfer_kinds what, const char* const* map_from,
-                                                      const char* const* map_to, size_t n_map, int32_t strict);
+                                                      samba_transfer_kinds what,
+                                                      const char* const* map_from,
+                                                      const char* const* map_to, size_t n_map,
+                                                      int32_t strict);
 
 #ifdef __cplusplus
 } /* extern "C" */

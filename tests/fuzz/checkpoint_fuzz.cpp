@@ -20,7 +20,8 @@ using fuzz::kAllKinds;
 
 struct Fixture : samba::fuzz::StateFixture {
   bool load(const std::string& path, samba_transfer_kinds what, int32_t strict) {
-    return judge_load(samba_session_load_checkpoint(session, path.c_str(), what, strict), "load_checkpoint");
+    return judge_load(samba_session_load_checkpoint(session, path.c_str(), what, strict),
+                      "load_checkpoint");
   }
 };
 
@@ -41,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch_path(".ckpt");
   fuzz::write_scratch(path, data, size);
   fuzz::last_input_accepted = false;
-  for (const auto& [what, strict] : {std::pair{kAllKinds, 0}, std::pair{SAMBA_TRANSFER_PARAMETERS, 1}}) {
+  for (const auto& [what, strict] :
+       {std::pair{kAllKinds, 0}, std::pair{SAMBA_TRANSFER_PARAMETERS, 1}}) {
     if (!f.load(path, what, strict)) continue;
     fuzz::last_input_accepted = true;
     f.train_step();

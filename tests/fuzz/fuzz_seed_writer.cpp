@@ -81,7 +81,8 @@ void write_multigraph(samba_session* s, const fs::path& dir) {
 
 // Checkpoints of the convolutional model: before training (every kind),
 // and after two steps (every kind; parameters only).
-void write_checkpoints(const fs::path& dir, const fs::path& safetensors_dir, const fs::path& scratch) {
+void write_checkpoints(const fs::path& dir, const fs::path& safetensors_dir,
+                       const fs::path& scratch) {
   samba_session* s = nullptr;
   must(samba_session_create(nullptr, &s), "session");
   FuzzModel m;
@@ -98,7 +99,8 @@ void write_checkpoints(const fs::path& dir, const fs::path& safetensors_dir, con
   }
   must(samba_session_save_checkpoint(s, (dir / "valid-trained.ckpt").c_str(), all), "save");
   must(samba_session_save_checkpoint(s, (dir / "valid-parameters.ckpt").c_str(), SAMBA_TRANSFER_PARAMETERS), "save");
-  must(samba_session_save_safetensors(s, (safetensors_dir / "valid-all.safetensors").c_str(), all), "save");
+  must(samba_session_save_safetensors(s, (safetensors_dir / "valid-all.safetensors").c_str(), all),
+       "save");
   must(samba_session_save_safetensors(s, (safetensors_dir / "valid-state-dict.safetensors").c_str(),
                                       SAMBA_TRANSFER_PARAMETERS | SAMBA_TRANSFER_BUFFERS),
        "save");

@@ -21,7 +21,8 @@ struct Fixture : fuzz::StateFixture {
     const char* from[] = {"model."};
     const char* to[] = {""};
     const size_t n_map = strict ? 0 : 1;
-    return judge_load(samba_session_load_safetensors(session, path.c_str(), what, from, to, n_map, strict ? 1 : 0),
+    return judge_load(samba_session_load_safetensors(session, path.c_str(), what, from, to, n_map,
+                                                     strict ? 1 : 0),
                       "load_safetensors");
   }
 };
@@ -44,7 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::write_scratch(path, data, size);
   fuzz::last_input_accepted = false;
   const samba_transfer_kinds state_dict = SAMBA_TRANSFER_PARAMETERS | SAMBA_TRANSFER_BUFFERS;
-  for (const auto& [what, strict] : {std::pair{fuzz::kAllKinds, false}, std::pair{state_dict, true}}) {
+  for (const auto& [what, strict] :
+       {std::pair{fuzz::kAllKinds, false}, std::pair{state_dict, true}}) {
     if (!f.load(path, what, strict)) continue;
     fuzz::last_input_accepted = true;
     f.train_step();

@@ -78,13 +78,15 @@ struct StateFixture {
   void train_step() {
     samba_tensor* loss = nullptr;
     size_t n = 0;
-    judged(samba_session_run(session, model.inputs.data(), model.inputs.size(), nullptr, 0, nullptr, &loss, 1, &n),
+    judged(samba_session_run(session, model.inputs.data(), model.inputs.size(), nullptr, 0, nullptr,
+                             &loss, 1, &n),
            "samba_session_run");
     if (n == 1) samba_tensor_release(loss);
   }
 
   void restore() {
-    must(samba_session_load_checkpoint(session, baseline.c_str(), kAllKinds, 1), "restore baseline");
+    must(samba_session_load_checkpoint(session, baseline.c_str(), kAllKinds, 1),
+         "restore baseline");
   }
 };
 
