@@ -19,8 +19,8 @@ using namespace samba;
 using fuzz::kAllKinds;
 
 struct Fixture : samba::fuzz::StateFixture {
-  bool load(const std::string& path, samba_transfer_kinds what, int32_t strict) {
-    return judge_load(samba_session_load_checkpoint(session, path.c_str(), what, strict),
+  bool load(const std::string& path, samba_transfer_kinds what, bool strict) {
+    return judge_load(samba_session_load_checkpoint(session, path.c_str(), what, strict ? 1 : 0),
                       "load_checkpoint");
   }
 };
@@ -40,14 +40,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Fixture& f = fixture();
   static const std::string path = fuzz::scratch_path(".ckpt");
-  fuzz::write_scratch(path, data, size);
-  fuzz::last_input_accepted = false;
-  for (const auto& [what, strict] :
-       {std::pair{kAllKinds, 0}, std::pair{SAMBA_TRANSFER_PARAMETERS, 1}}) {
-    if (!f.load(path, what, strict)) continue;
-    fuzz::last_input_accepted = true;
-    f.train_step();
-    f.restore();
-  }
+  f.load_each_pass(
+      path, data, size, {{kAllKinds, false}, {SAMBA_TRANSFER_PARAMETERS, true}},
+      [&](samba_transfer_kinds what, bool strict) { return f.load(path, what, strict); });
   return 0;
 }

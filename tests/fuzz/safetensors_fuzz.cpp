@@ -42,15 +42,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Fixture& f = fixture();
   static const std::string path = fuzz::scratch_path(".safetensors");
-  fuzz::write_scratch(path, data, size);
-  fuzz::last_input_accepted = false;
   const samba_transfer_kinds state_dict = SAMBA_TRANSFER_PARAMETERS | SAMBA_TRANSFER_BUFFERS;
-  for (const auto& [what, strict] :
-       {std::pair{fuzz::kAllKinds, false}, std::pair{state_dict, true}}) {
-    if (!f.load(path, what, strict)) continue;
-    fuzz::last_input_accepted = true;
-    f.train_step();
-    f.restore();
-  }
+  f.load_each_pass(
+      path, data, size, {{fuzz::kAllKinds, false}, {state_dict, true}},
+      [&](samba_transfer_kinds what, bool strict) { return f.load(path, what, strict); });
   return 0;
 }

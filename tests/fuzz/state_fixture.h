@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz_models.h"
@@ -82,6 +84,23 @@ struct StateFixture {
                              &loss, 1, &n),
            "samba_session_run");
     if (n == 1) samba_tensor_release(loss);
+  }
+
+  // Writes the input to `path` and loads it once per (kinds, strict) pass
+  // through `load`; each accepted load is trained on for a step, then the
+  // starting state comes back.
+  template <typename Load>
+  void load_each_pass(const std::string& path, const uint8_t* data, size_t size,
+                      std::initializer_list<std::pair<samba_transfer_kinds, bool>> passes,
+                      Load&& load) {
+    write_scratch(path, data, size);
+    last_input_accepted = false;
+    for (const auto& [what, strict] : passes) {
+      if (!load(what, strict)) continue;
+      last_input_accepted = true;
+      train_step();
+      restore();
+    }
   }
 
   void restore() {
