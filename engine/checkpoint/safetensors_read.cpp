@@ -30,6 +30,10 @@ static_assert(std::endian::native == std::endian::little,
 
 using Json = nlohmann::ordered_json;
 
+// The depth, as the parser counts it, of the deepest object or array a
+// header holds: a tensor's shape or data_offsets.
+constexpr int kMaxHeaderDepth = 2;
+
 struct DTypeCode {
   std::string_view code;
   DType dtype;
@@ -238,15 +242,26 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_v
       origin, header_bytes, file.size() - 8);
   const auto* text = reinterpret_cast<const char*>(file.data() + 8);
 
-  // Duplicate names are caught while parsing: a JSON object keeps one value per key.
+  // Duplicate names are caught while parsing: a JSON object keeps one value
+  // per key. Nesting is bounded there too: a header is an object of objects
+  // of flat arrays, and deeper values would only cost stack when printed.
   std::set<std::string> names;
   std::string duplicate;
   Json header;
   try {
     header = Json::parse(text, text + header_bytes,
                          [&](int depth, Json::parse_event_t event, Json& parsed) {
-                           if (depth == 1 && event == Json::parse_event_t::key &&
-                               !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+                           using Event = Json::parse_event_t;
+                           if ((event == Event::object_start || event == Event::array_start) &&
+                               depth > kMaxHeaderDepth)
+                             fail(Status::CorruptFile,
+                                  "safetensors file '{}': the header nests objects or arrays "
+                                  "deeper than {} levels; expected an object of tensor objects "
+                                  "holding flat arrays",
+                                  origin, kMaxHeaderDepth + 1);
+                           if (depth == 1 && event == Event::key &&
+                               !names.insert(parsed.get<std::string>()).second &&
+                               duplicate.empty())
                              duplicate = parsed.get<std::string>();
                            return true;
                          });

@@ -177,6 +177,9 @@ TEST(Safetensors, MalformedFilesAreRefusedNamingTheProblem) {
                  "beyond 64 bits");
   expect_refused(with("b", "data_offsets", {8}), Status::CorruptFile, "expected [begin, end]");
 
+  const std::string deep = R"({"a":{"dtype":"F32","shape":[[[2]]],"data_offsets":[0,8]}})";
+  expect_refused(file_of(deep, data, deep.size()), Status::CorruptFile,
+                 "nests objects or arrays deeper than 3 levels");
   nlohmann::json missing = two_tensors();
   missing["a"].erase("shape");
   expect_refused(file_of(missing, data), Status::CorruptFile, "tensor 'a' has no 'shape'");
