@@ -260,8 +260,7 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_v
                                   "holding flat arrays",
                                   origin, kMaxHeaderDepth + 1);
                            if (depth == 1 && event == Event::key &&
-                               !names.insert(parsed.get<std::string>()).second &&
-                               duplicate.empty())
+                               !names.insert(parsed.get<std::string>()).second && duplicate.empty())
                              duplicate = parsed.get<std::string>();
                            return true;
                          });
@@ -293,6 +292,17 @@ SafetensorsHeader parse_safetensors(std::span<const uint8_t> file, std::string_v
     out.records.push_back(parse_record(name, value, data_start, file.size() - data_start, origin));
   }
   check_layout(out.records, data_start, file.size(), origin);
+  // A bool byte other than 0 or 1 has no value (reading one as bool is
+  // undefined), so it is refused here rather than converted.
+  for (const SafetensorsRecord& r : out.records) {
+    if (r.dtype != DType::Bool) continue;
+    const auto* bad =
+        std::find_if(file.data() + r.begin, file.data() + r.end, [](uint8_t b) { return b > 1; });
+    SAMBA_CHECK(bad == file.data() + r.end, Status::CorruptFile,
+                "safetensors file '{}': tensor '{}' is BOOL but its element {} is byte {}; "
+                "expected 0 or 1",
+                origin, r.name, bad - (file.data() + r.begin), *bad);
+  }
   return out;
 }
 

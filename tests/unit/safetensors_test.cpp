@@ -180,6 +180,10 @@ TEST(Safetensors, MalformedFilesAreRefusedNamingTheProblem) {
   const std::string deep = R"({"a":{"dtype":"F32","shape":[[[2]]],"data_offsets":[0,8]}})";
   expect_refused(file_of(deep, data, deep.size()), Status::CorruptFile,
                  "nests objects or arrays deeper than 3 levels");
+  nlohmann::json flags = two_tensors();
+  flags["b"] = {{"dtype", "BOOL"}, {"shape", {8}}, {"data_offsets", {8, 16}}};
+  expect_refused(file_of(flags, std::string(8, '\1') + std::string("\0\1\2\0\0\0\0\0", 8)),
+                 Status::CorruptFile, "tensor 'b' is BOOL but its element 2 is byte 2");
   nlohmann::json missing = two_tensors();
   missing["a"].erase("shape");
   expect_refused(file_of(missing, data), Status::CorruptFile, "tensor 'a' has no 'shape'");
