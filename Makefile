@@ -24,7 +24,7 @@ CTEST_ARGS ?=
 # gives stack traces with lines at a fraction of the cost of full debug info.
 FUZZ_SECONDS    ?= 600
 FUZZ_CI_SECONDS ?= 60
-FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz
+FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 

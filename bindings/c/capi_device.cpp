@@ -30,6 +30,11 @@ uint32_t roles_of(uint32_t what) {
   return roles;
 }
 
+// Roles a safetensors file holds: a state dict's, without gradients.
+uint32_t state_dict_roles_of(uint32_t what) {
+  return roles_of(what) & ~(1u << static_cast<unsigned>(pef::TensorRole::Gradient));
+}
+
 bool selected(uint32_t roles, pef::TensorRole r) { return (roles >> static_cast<unsigned>(r)) & 1u; }
 
 // Copies device values into the host tensor `t` (and its grad).
@@ -290,6 +295,42 @@ samba_status samba_session_load_checkpoint(samba_session* s, const char* path, u
     require(s, "session");
     require(path, "path");
     s->impl.require_runtime("load_checkpoint")->load_checkpoint(path, roles_of(what), strict != 0);
+  });
+}
+
+samba_status samba_session_save_safetensors(samba_session* s, const char* path, uint32_t what) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    require(path, "path");
+    s->impl.require_runtime("save_safetensors")->save_safetensors(path, state_dict_roles_of(what));
+  });
+}
+
+samba_status samba_session_load_safetensors(samba_session* s, const char* path, uint32_t what,
+                                            const char* const* map_from, const char* const* map_to,
+                                            size_t n_map, int32_t strict) {
+  return SAMBA_GUARDED({
+    require(s, "session");
+    require(path, "path");
+    SafetensorsLoadOptions options;
+    options.strict = strict != 0;
+    if (n_map > 0) {
+      require(map_from, "map_from");
+      require(map_to, "map_to");
+    }
+    for (size_t i = 0; i < n_map; ++i) {
+      SAMBA_CHECK(map_from[i] && map_to[i], Status::NullPointer,
+                  "load_safetensors: name map rule {} has a NULL name", i);
+      options.name_map.emplace_back(map_from[i], map_to[i]);
+    }
+    const LoadReport report = s->impl.require_runtime("load_safetensors")
+                                  ->load_safetensors(path, state_dict_roles_of(what), options);
+    if (!report.missing.empty())
+      log::warn("load_safetensors '{}': {} tensors of the session are not in the file: {}", path,
+                report.missing.size(), fmt::join(report.missing, ", "));
+    if (!report.unused.empty())
+      log::warn("load_safetensors '{}': {} tensors of the file have no target: {}", path,
+                report.unused.size(), fmt::join(report.unused, ", "));
   });
 }
 

@@ -10,7 +10,6 @@
 #include <exception>
 #include <optional>
 
-#include "engine/checkpoint/checkpoint.h"
 #include "engine/core/error.h"
 #include "engine/memory/staged_copy.h"
 #include "engine/ops/autograd.h"
@@ -606,55 +605,6 @@ size_t Runtime::materialize_state(const rng::MaterializeOptions& options) {
     ++n;
   }
   return n;
-}
-
-namespace {
-
-CheckpointKind checkpoint_kind(pef::TensorRole r) {
-  switch (r) {
-    case pef::TensorRole::Parameter: return CheckpointKind::Parameter;
-    case pef::TensorRole::OptimizerState: return CheckpointKind::OptimizerState;
-    case pef::TensorRole::Buffer: return CheckpointKind::Buffer;
-    case pef::TensorRole::Gradient: return CheckpointKind::Gradient;
-    default: return CheckpointKind::Other;
-  }
-}
-
-bool selected(uint32_t roles, pef::TensorRole r) { return (roles >> static_cast<unsigned>(r)) & 1u; }
-
-}  // namespace
-
-void Runtime::save_checkpoint(const std::string& path, uint32_t roles) {
-  const auto& d = program_->desc();
-  std::vector<CheckpointEntry> entries;
-  {
-    std::shared_lock<std::shared_mutex> shared(state_mu_);
-    std::unique_lock<std::mutex> lock(primary_mu_);
-    for (size_t i = 0; i < d.tensors.size(); ++i) {
-      const auto& t = d.tensors[i];
-      if (t.role == pef::TensorRole::Alias || !selected(roles, t.role)) continue;
-      entries.push_back({t.name, checkpoint_kind(t.role), primary_->tensor(static_cast<int32_t>(i)).clone()});
-    }
-  }
-  samba::save_checkpoint(path, entries, {{"program", d.name}, {"step", std::to_string(step_.load())}});
-}
-
-void Runtime::load_checkpoint(const std::string& path, uint32_t roles, bool strict) {
-  const auto& d = program_->desc();
-  std::unique_lock<std::shared_mutex> unique(state_mu_);
-  std::unique_lock<std::mutex> lock(primary_mu_);
-  std::vector<CheckpointTarget> targets;
-  CheckpointKindMask kinds = 0;
-  for (size_t i = 0; i < d.tensors.size(); ++i) {
-    const auto& t = d.tensors[i];
-    if (t.role == pef::TensorRole::Alias || !selected(roles, t.role)) continue;
-    targets.push_back({t.name, primary_->tensor(static_cast<int32_t>(i))});
-    kinds |= kind_bit(checkpoint_kind(t.role));
-  }
-  LoadOptions opts;
-  opts.strict = strict;
-  opts.kinds = kinds;
-  samba::load_checkpoint(path, targets, opts);
 }
 
 AttrValue Runtime::argin(std::string_view name) const {

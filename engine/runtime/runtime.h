@@ -18,9 +18,12 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/safetensors.h"
 #include "engine/core/parallel.h"
 #include "engine/rng/materializer.h"
 #include "engine/runtime/execution_context.h"
@@ -114,12 +117,25 @@ class Runtime {
   // verifies the whole file and every tensor before changing any.
   void save_checkpoint(const std::string& path, uint32_t roles);
   void load_checkpoint(const std::string& path, uint32_t roles, bool strict);
+  // The same tensors in the Hugging Face safetensors format
+  // (engine/checkpoint/safetensors.h), "format": "pt" in the metadata so
+  // transformers accepts the file.
+  void save_safetensors(const std::string& path, uint32_t roles);
+  LoadReport load_safetensors(const std::string& path, uint32_t roles,
+                              const SafetensorsLoadOptions& options);
 
   // Number of steps (FWD runs) so far; random ops draw their stream from it.
   int64_t step() const { return step_.load(); }
 
  private:
   struct ContextLease;
+  // Host copies of the state tensors whose roles are in `roles`.
+  std::vector<CheckpointEntry> state_snapshot(uint32_t roles);
+  // Runs `load` on those state tensors themselves with runs excluded, and
+  // the checkpoint kinds they cover.
+  void load_state(
+      uint32_t roles,
+      const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load);
   std::vector<int32_t> select_calls(const RunRequest& r) const;
   std::vector<int32_t> select_named_calls(const RunRequest& r) const;
   std::vector<int32_t> with_gradients_cleared(std::vector<int32_t> calls) const;

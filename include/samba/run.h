@@ -336,6 +336,48 @@ SAMBA_API samba_status samba_session_save_checkpoint(samba_session* session, con
 SAMBA_API samba_status samba_session_load_checkpoint(samba_session* session, const char* path,
                                                      samba_transfer_kinds what, int32_t strict);
 
+/* ---- safetensors ------------------------------------------------------------ */
+
+/* Saves the device values of the loaded PEF's tensors of the kinds in `what`
+ * (SAMBA_TRANSFER_*; gradients are not saved) to `path` in the Hugging Face
+ * safetensors format, which safetensors.torch.load_file and transformers
+ * read. Tensors keep their names; optimizer state is named
+ * "<parameter>.<state>" (fc.weight.exp_avg). __metadata__ holds "format":
+ * "pt", "producer": "samba", "program" (the PEF's name) and "step". Written
+ * atomically as samba_session_save_checkpoint does. For full training state
+ * the native checkpoint is the format: it is compressed and checksummed.
+ * Errors: NULL_POINTER, INVALID_ARGUMENT (`what`), INVALID_STATE (no PEF
+ * loaded), IO. Thread safety: as samba_session_save_checkpoint. */
+SAMBA_API samba_status samba_session_save_safetensors(samba_session* session, const char* path,
+                                                      samba_transfer_kinds what);
+/* Loads a safetensors file (a Hugging Face save_pretrained or
+ * safetensors.torch.save_file output) into the device tensors of the kinds in
+ * `what`, matched by name after a name mapping: `n_map` rules (map_from[i],
+ * map_to[i]), each replacing a leading map_from[i] of a file tensor's name
+ * by map_to[i] ("transformer." -> "" strips a prefix). A rule whose map_from
+ * is the whole name wins, then the longest matching one; names no rule
+ * matches are kept. The arrays are BORROWED for the call (NULL when n_map is
+ * 0). Values are converted to each target's dtype. With `strict` (as torch's
+ * load_state_dict(strict=True)) every file tensor must have a target and
+ * every selected tensor of the PEF must be in the file; otherwise both are
+ * skipped and listed in a warning log line. The whole file is validated and
+ * every match checked before any tensor changes; the file is mapped, not
+ * read into memory. Errors: NULL_POINTER, INVALID_ARGUMENT (`what`, two
+ * file tensors mapped to one name, a file tensor without target when
+ * strict), INVALID_STATE, IO (unreadable or not a regular file),
+ * CORRUPT_FILE (header length beyond the file or above 100 MB, bad JSON,
+ * repeated names, offsets out of range, overlapping or leaving holes,
+ * dtype/shape/byte-size disagreement; the message names the tensor and what
+ * was expected), UNSUPPORTED (a dtype Samba does not have, named),
+ * NOT_FOUND (a target missing from the file when strict), SHAPE_MISMATCH.
+ * On failure no tensor changes. Thread safety: as
+ * samba_session_load_checkpoint. */
+SAMBA_API samba_status samba_session_load_safetensors(samba_session* session, const char* path,
+                                                      samba_transfer_kinds what,
+                                                      const char* const* map_from,
+                                                      const char* const* map_to, size_t n_map,
+                                                      int32_t strict);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

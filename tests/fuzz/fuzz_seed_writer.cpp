@@ -2,7 +2,8 @@
 // through make_corpus.sh): PEFs of the models of fuzz_models.h compiled with
 // different options (optimizers, micro-batches, inference, opt level,
 // mapping, several graphs) into DIR/pef_run_fuzz and DIR/pef_fuzz, and
-// checkpoints of the convolutional model into DIR/checkpoint_fuzz. Every
+// checkpoints of the convolutional model into DIR/checkpoint_fuzz and, as
+// safetensors files, into DIR/safetensors_fuzz. Every
 // file is named valid-*: the corpus replay fails when one is refused.
 #include <cstdio>
 #include <filesystem>
@@ -80,7 +81,8 @@ void write_multigraph(samba_session* s, const fs::path& dir) {
 
 // Checkpoints of the convolutional model: before training (every kind),
 // and after two steps (every kind; parameters only).
-void write_checkpoints(const fs::path& dir, const fs::path& scratch) {
+void write_checkpoints(const fs::path& dir, const fs::path& safetensors_dir,
+                       const fs::path& scratch) {
   samba_session* s = nullptr;
   must(samba_session_create(nullptr, &s), "session");
   FuzzModel m;
@@ -97,6 +99,11 @@ void write_checkpoints(const fs::path& dir, const fs::path& scratch) {
   }
   must(samba_session_save_checkpoint(s, (dir / "valid-trained.ckpt").c_str(), all), "save");
   must(samba_session_save_checkpoint(s, (dir / "valid-parameters.ckpt").c_str(), SAMBA_TRANSFER_PARAMETERS), "save");
+  must(samba_session_save_safetensors(s, (safetensors_dir / "valid-all.safetensors").c_str(), all),
+       "save");
+  must(samba_session_save_safetensors(s, (safetensors_dir / "valid-state-dict.safetensors").c_str(),
+                                      SAMBA_TRANSFER_PARAMETERS | SAMBA_TRANSFER_BUFFERS),
+       "save");
   samba_session_release(s);
   fs::remove(pef);
 }
@@ -110,7 +117,8 @@ int main(int argc, char** argv) {
   }
   const fs::path root = argv[1];
   const fs::path run_dir = root / "pef_run_fuzz", parse_dir = root / "pef_fuzz", ckpt_dir = root / "checkpoint_fuzz";
-  for (const auto& d : {run_dir, parse_dir, ckpt_dir}) fs::create_directories(d);
+  const fs::path safetensors_dir = root / "safetensors_fuzz";
+  for (const auto& d : {run_dir, parse_dir, ckpt_dir, safetensors_dir}) fs::create_directories(d);
   samba_session* s = nullptr;
   must(samba_session_create(nullptr, &s), "session");
   const Compile compiles[] = {
@@ -125,7 +133,7 @@ int main(int argc, char** argv) {
   // The parse-only target starts from the same files.
   for (const auto& e : fs::directory_iterator(run_dir))
     fs::copy_file(e.path(), parse_dir / e.path().filename(), fs::copy_options::overwrite_existing);
-  write_checkpoints(ckpt_dir, fs::temp_directory_path());
+  write_checkpoints(ckpt_dir, safetensors_dir, fs::temp_directory_path());
   std::printf("fuzz_seed_writer: seeds written under %s\n", root.c_str());
   return 0;
 }

@@ -446,6 +446,28 @@ class SambaSession:
         call("samba_session_load_checkpoint", self._h, path.encode(),
              ctypes.c_uint32(sum(_TRANSFER[w] for w in what)), ctypes.c_int32(1 if strict else 0))
 
+    def save_safetensors(self, path, include_optimizer_state=False, include_buffers=True):
+        """Writes the loaded PEF's parameters (and buffers, and optimizer state as
+        "<param>.<state>" when asked) to a Hugging Face safetensors file that
+        safetensors.torch.load_file and transformers read. Atomic."""
+        what = _TRANSFER["parameters"]
+        what |= _TRANSFER["buffers"] if include_buffers else 0
+        what |= _TRANSFER["optimizer_state"] if include_optimizer_state else 0
+        call("samba_session_save_safetensors", self._h, os.fspath(path).encode(), ctypes.c_uint32(what))
+
+    def load_safetensors(self, path, name_map=None, strict=True, what=("parameters", "buffers")):
+        """Loads a safetensors file (save_pretrained(safe_serialization=True),
+        safetensors.torch.save_file) into the device tensors, as torch's
+        load_state_dict(strict=) does. name_map: {file prefix or name: session
+        prefix or name}, e.g. {"transformer.": ""}; the whole name wins over a
+        prefix, then the longest prefix. The file is validated whole first: a
+        failed load changes nothing."""
+        rules = list((name_map or {}).items())
+        call("samba_session_load_safetensors", self._h, os.fspath(path).encode(),
+             ctypes.c_uint32(sum(_TRANSFER[w] for w in what)),
+             strings([r[0] for r in rules]) if rules else None, strings([r[1] for r in rules]) if rules else None,
+             ctypes.c_size_t(len(rules)), ctypes.c_int32(1 if strict else 0))
+
     def start_samba_profile(self):
         """Starts recording the profiler's events."""
         call("samba_session_start_profile", self._h)
