@@ -23,7 +23,8 @@ std::optional<ArginKind> argin_kind_of(AttrRole role) {
     case AttrRole::DropoutSeed: return ArginKind::DropoutSeed;
     case AttrRole::Hyperparam: return ArginKind::Hyperparam;
     case AttrRole::Plain:
-    case AttrRole::RngOffset: break;
+    case AttrRole::RngOffset:
+    case AttrRole::Training: break;
   }
   return std::nullopt;
 }
