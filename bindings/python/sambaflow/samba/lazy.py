@@ -4,7 +4,7 @@ import ctypes
 from ._lib import NativeHandle, P, call, lib, out_handle
 from .ops import attrs_handle
 
-## The C signature of a custom materializer: int32 fn(tensor, rng_stream, user_data).
+## The C signature of a custom materializer: status fn(user_data, out_tensor, rng_stream).
 MATERIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, P, P, P)
 
 
@@ -62,7 +62,7 @@ class Materializer(NativeHandle, release="samba_materializer_release"):
 
     @property
     def kind(self):
-        """The materializer's kind, e.g. "zeros", "normal" or "custom"."""
+        """The materializer's kind, e.g. "kaiming_uniform" or "custom"."""
         out = ctypes.c_char_p()
         call("samba_materializer_kind", self._h, ctypes.byref(out))
         return out.value.decode()

@@ -45,7 +45,7 @@ class Optimizer(NativeHandle, release="samba_optimizer_release"):
             lib.samba_attrs_release(ah)
         ## The parameter groups, each a dict of "params" and its hyperparameters, as in torch.optim.
         self.param_groups = []
-        ## Per-parameter optimizer state (torch.optim's `state`); the device keeps its own.
+        ## torch.optim's per-parameter `state`, for code that reads it: the engine keeps the moments, so it stays empty.
         self.state = {}
         params = list(params)
         if params and isinstance(params[0], dict):

@@ -107,7 +107,7 @@ class SambaSession:
                 native = NativeSession(out_handle("samba_session_create", opts))
         self._native = native
         self._tracing = threading.local()
-        ## The output tensors of the last run, in the PEF's order.
+        ## The outputs of the last trace_graph (empty before one), also set as model.output_tensors.
         self.output_tensors = []
         if pef_path:
             self.reset(pef_path)

@@ -295,7 +295,7 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @materializer.setter
     def materializer(self, m):
-        """Sets the materializer (a Materializer, a kind's name or a callable; see lazy.materializer_of), or None."""
+        """Sets the materializer (a Materializer, a built-in's name, or fn(tensor, rng)), or clears it with None."""
         m = None if m is None else materializer_of(m)
         call("samba_tensor_set_materializer", self._h, m.handle if m is not None else None)
         if m is not None:
@@ -309,23 +309,25 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def fast_access(self):
-        """Whether the session keeps this tensor in fast-access memory."""
+        """Whether the tensor is fast access: in pinned memory, transferred without staging."""
         return _flag("samba_tensor_fast_access", self._h)
 
     @fast_access.setter
     def fast_access(self, v):
-        """Asks the default session to keep this tensor in fast-access memory, or not."""
+        """With True, moves memory the engine owns into pinned memory so transfers need no staging
+        (the data pointer changes; borrowed memory stays); the name is recorded in the default session."""
         call("samba_tensor_set_fast_access", default_session.handle, self._h, ctypes.c_int32(1 if v else 0))
 
     @staticmethod
     def is_fast_access(name):
-        """Whether the default session keeps the tensor named `name` in fast-access memory."""
+        """Whether the tensor named `name` is fast access in the default session
+        (set on a tensor, by name, or by trace_graph)."""
         out = ctypes.c_int32()
         call("samba_session_is_fast_access", default_session.handle, name.encode(), ctypes.byref(out))
         return bool(out.value)
 
     def reusable(self):
-        """Whether the compiler may reuse the tensor's memory for other tensors."""
+        """Whether host-to-device transfers can use the tensor's memory directly (contiguous, with data)."""
         return _flag("samba_tensor_reusable", self._h)
 
     # ---- host data: numpy, DLPack, torch ----------------------------------------------
@@ -433,7 +435,7 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
         return self
 
     def cpu_(self):
-        """Copies the device values into this tensor's host data: cpu(inplace=True)."""
+        """cpu(inplace=True): copies the device value (and gradient) into this tensor's host data."""
         return self.cpu(inplace=True)
 
     def rdu(self):
@@ -470,7 +472,8 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
 
 def scalar(value):
-    """A 0-dimensional tensor of a Python number: int64 for ints and bools, float32 for floats."""
+    """A 0-dimensional tensor of a Python number that promotes like a Python scalar (int64 for ints
+    and bools, float64 for floats, but an int8 tensor + an int stays int8)."""
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):

@@ -126,7 +126,8 @@ class TensorOps:
         return self._unary("samba_tensor_detach")
 
     def reshape(self, *shape):
-        """The same elements in shape `shape`, given as sizes or one tuple; one size may be -1 (torch's Tensor.reshape)."""
+        """The same elements in shape `shape`, given as sizes or one tuple; one size may be -1
+        (torch's Tensor.reshape)."""
         return self._unary("samba_tensor_reshape", *_i64_array(_dims(shape)))
 
     ## torch's Tensor.view: reshape().
@@ -161,15 +162,18 @@ class TensorOps:
                            ctypes.c_int32(1 if requires_grad else 0))
 
     def new_empty(self, size, dtype=None, requires_grad=False):
-        """A tensor of shape `size` with unset values, of this tensor's dtype unless `dtype` is given (torch's Tensor.new_empty)."""
+        """A tensor of shape `size` with unset values, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_empty)."""
         return self._new("samba_tensor_new_empty", size, None, dtype, requires_grad)
 
     def new_zeros(self, size, dtype=None, requires_grad=False):
-        """A tensor of zeros of shape `size`, of this tensor's dtype unless `dtype` is given (torch's Tensor.new_zeros)."""
+        """A tensor of zeros of shape `size`, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_zeros)."""
         return self._new("samba_tensor_new_zeros", size, None, dtype, requires_grad)
 
     def new_ones(self, size, dtype=None, requires_grad=False):
-        """A tensor of ones of shape `size`, of this tensor's dtype unless `dtype` is given (torch's Tensor.new_ones)."""
+        """A tensor of ones of shape `size`, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_ones)."""
         return self._new("samba_tensor_new_ones", size, None, dtype, requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -254,7 +258,8 @@ class TensorOps:
 
     # ---- torch's (dim, index, ...) argument order ----------------------------------------
     def gather(self, dim, index, sparse_grad=False):
-        """The values at `index` along dimension `dim`; `sparse_grad` is accepted and ignored (torch's Tensor.gather)."""
+        """The values at `index` along dimension `dim`; `sparse_grad` is accepted and ignored
+        (torch's Tensor.gather)."""
         return self._call_op("gather", [self, self._coerce(index)], {"dim": dim})
 
     def index_select(self, dim, index):
