@@ -26,8 +26,11 @@ from . import utils
 
 __version__ = _lib.samba_version().decode()
 
+## torch's spelling of the boolean dtype: samba.bool is samba.bool_.
 bool = bool_  # noqa: A001 - torch's spelling, samba.bool
+## torch's alias of float32: samba.float.
 float = float32  # noqa: A001
+## torch's alias of int64: samba.long.
 long = int64
 
 

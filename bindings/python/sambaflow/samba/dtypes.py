@@ -38,13 +38,16 @@ class DType(int):
 
     @property
     def is_floating_point(self):
+        """Whether values of this dtype are floating point (float32, bfloat16, float16, float64)."""
         return int(self) in (0, 1, 2, 3)
 
     @property
     def itemsize(self):
+        """Bytes per element, as torch.dtype.itemsize."""
         return size(self)
 
     def to_torch(self):
+        """The torch.dtype of the same name (imports torch; raises ImportError without it)."""
         import torch  # optional: only torch interop needs it, so it is imported on first use
         return getattr(torch, self.name)
 
@@ -71,8 +74,28 @@ def to_torch(dtype):
 
 
 _NAMES = ("float32", "bfloat16", "float16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
+## Every dtype, in the order of the C enum's codes.
 ALL = tuple(DType(i, n) for i, n in enumerate(_NAMES))
-float32, bfloat16, float16, float64, int64, int32, int16, int8, uint8, bool_ = ALL
+## 32-bit IEEE float (torch.float32).
+float32 = ALL[0]
+## bfloat16: float32's exponent with a 7-bit mantissa (torch.bfloat16).
+bfloat16 = ALL[1]
+## 16-bit IEEE half float (torch.float16).
+float16 = ALL[2]
+## 64-bit IEEE float (torch.float64).
+float64 = ALL[3]
+## 64-bit signed integer (torch.int64).
+int64 = ALL[4]
+## 32-bit signed integer (torch.int32).
+int32 = ALL[5]
+## 16-bit signed integer (torch.int16).
+int16 = ALL[6]
+## 8-bit signed integer (torch.int8).
+int8 = ALL[7]
+## 8-bit unsigned integer (torch.uint8).
+uint8 = ALL[8]
+## Boolean (torch.bool); named bool_ here because bool is Python's.
+bool_ = ALL[9]
 _by_name = {}
 
 
@@ -97,10 +120,12 @@ def from_name(name):
 
 
 def name(code):
+    """The C library's name of dtype `code` (a DType or its integer code), e.g. "float32"."""
     return lib.samba_dtype_name(int(code)).decode()
 
 
 def size(code):
+    """Bytes per element of dtype `code` (a DType or its integer code)."""
     return lib.samba_dtype_size(int(code))
 
 
@@ -112,7 +137,9 @@ def promote_types(a, b):
 
 
 # numpy typestr per dtype (bfloat16 has none in numpy: exposed as raw uint16).
+## numpy's array-interface type string of each dtype (bfloat16 travels as raw uint16).
 NUMPY = {float32: "<f4", float16: "<f2", float64: "<f8", int64: "<i8", int32: "<i4", int16: "<i2",
          int8: "|i1", uint8: "|u1", bool_: "|b1", bfloat16: "<u2"}
+## The dtype of each numpy dtype name that has one.
 FROM_NUMPY = {"float32": float32, "float16": float16, "float64": float64, "int64": int64, "int32": int32,
               "int16": int16, "int8": int8, "uint8": uint8, "bool": bool_}

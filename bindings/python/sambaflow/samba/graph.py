@@ -9,14 +9,22 @@ from .tensor import to_handles
 
 
 class SambaGraph(NativeHandle, release="samba_graph_release"):
+    """One graph of a multigraph PEF: its model, inputs, optimizers and compile settings.
+
+    Made with session.add_graph(...) and compiled with session.compile_multigraph(...);
+    `inference` leaves the optimizers out, `loss_indices` names the model's loss outputs."""
     def __init__(self, name, model, inputs, optimizers=None, inference=False, batch_size=0, micro_batch_size=0,
                  loss_indices=None, mapping="section", grad_accumulation=False):
         super().__init__()
+        ## The graph's name in the PEF.
         self.name = name
+        ## The module traced as this graph.
         self.model = model
         self.inputs, keys = _inputs(inputs)
+        ## The optimizers traced into the graph's OPT section (None or ignored for inference).
         self.optimizers = optimizers
         # The C graph calls the model whenever it is compiled or traced: keep the callback alive.
+        ## The callback the C graph calls to trace the model; held so it outlives the graph.
         self.callback = _ModelCallback(model, keys)
         with SambaSession._compile_options(name, "", inference, batch_size, micro_batch_size, 1, loss_indices,
                                            None, mapping, grad_accumulation) as co:

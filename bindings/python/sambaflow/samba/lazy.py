@@ -4,6 +4,7 @@ import ctypes
 from ._lib import NativeHandle, P, call, lib, out_handle
 from .ops import attrs_handle
 
+## The C signature of a custom materializer: status fn(user_data, out_tensor, rng_stream).
 MATERIALIZE_FN = ctypes.CFUNCTYPE(ctypes.c_int32, P, P, P)
 
 
@@ -14,12 +15,15 @@ class RngStream:
         self._h = ctypes.c_void_p(handle)
 
     def uniform(self, out, low=0.0, high=1.0):
+        """Fills tensor `out` with values drawn uniformly from [low, high)."""
         call("samba_rng_stream_uniform", self._h, out.handle, ctypes.c_double(low), ctypes.c_double(high))
 
     def normal(self, out, mean=0.0, std=1.0):
+        """Fills tensor `out` with normally distributed values (mean, std)."""
         call("samba_rng_stream_normal", self._h, out.handle, ctypes.c_double(mean), ctypes.c_double(std))
 
     def integers(self, out, low, high):
+        """Fills tensor `out` with integers drawn uniformly from [low, high)."""
         call("samba_rng_stream_integers", self._h, out.handle, ctypes.c_int64(low), ctypes.c_int64(high))
 
 
@@ -58,6 +62,7 @@ class Materializer(NativeHandle, release="samba_materializer_release"):
 
     @property
     def kind(self):
+        """The materializer's kind, e.g. "kaiming_uniform" or "custom"."""
         out = ctypes.c_char_p()
         call("samba_materializer_kind", self._h, ctypes.byref(out))
         return out.value.decode()

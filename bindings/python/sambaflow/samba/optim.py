@@ -29,11 +29,13 @@ class Optimizer(NativeHandle, release="samba_optimizer_release"):
     """An optimizer of the registry (torch.optim's interface): `params` is a list of parameters
     or of param-group dicts; step() runs on the host, and a compile traces it into the OPT section."""
 
+    ## The registry's name of the optimizer ("sgd", "adamw"); set by each subclass.
     kind = ""
 
     def __init__(self, params, **hyper):
         given = {k: v for k, v in hyper.items() if v is not None}
         # What torch.optim's `defaults` holds: every hyperparameter's value.
+        ## Every hyperparameter's value: the schema's defaults overridden by those given (torch.optim's `defaults`).
         self.defaults = {h["name"]: h["default"] for h in hyperparameters(self.kind)}
         self.defaults.update(given)
         ah = attrs_handle(given)
@@ -41,7 +43,9 @@ class Optimizer(NativeHandle, release="samba_optimizer_release"):
             super().__init__(out_handle("samba_optimizer_create", self.kind.encode(), ah))
         finally:
             lib.samba_attrs_release(ah)
+        ## The parameter groups, each a dict of "params" and its hyperparameters, as in torch.optim.
         self.param_groups = []
+        ## torch.optim's per-parameter `state`, for code that reads it: the engine keeps the moments, so it stays empty.
         self.state = {}
         params = list(params)
         if params and isinstance(params[0], dict):
@@ -75,6 +79,7 @@ class SGD(Optimizer):
     """torch.optim.SGD: momentum, dampening, weight decay, Nesterov; max_grad_norm clips the
     gradients' global norm first. An unset hyperparameter takes the registry's default."""
 
+    ## The registry's name of this optimizer.
     kind = "sgd"
 
     def __init__(self, params, lr=None, momentum=None, dampening=None, weight_decay=None, nesterov=None,
@@ -87,6 +92,7 @@ class AdamW(Optimizer):
     """torch.optim.AdamW (decoupled weight decay); `betas` or beta1 / beta2, amsgrad; max_grad_norm
     clips the gradients' global norm first. An unset hyperparameter takes the registry's default."""
 
+    ## The registry's name of this optimizer.
     kind = "adamw"
 
     def __init__(self, params, lr=None, betas=None, eps=None, weight_decay=None, amsgrad=None, maximize=None,

@@ -26,10 +26,15 @@ class SambaLoader:
     def __init__(self, torch_loader, names, maxsize=2, timeout=None, pinned_memory=None):
         if maxsize < 1:
             raise ValueError(f"SambaLoader: maxsize must be at least 1, got {maxsize}")
+        ## The data loader whose batches are iterated.
         self.loader = torch_loader
+        ## The sn_name given to each tensor of a batch, in order.
         self.names = list(names)
+        ## How many batches the producer thread prepares ahead.
         self.maxsize = maxsize
+        ## Seconds to wait for a batch before TimeoutError (None waits forever).
         self.timeout = timeout
+        ## Whether batches are copied into pinned host memory (None: the session's setting).
         self.pinned_memory = pinned_memory
         self._stop = None
         self._thread = None

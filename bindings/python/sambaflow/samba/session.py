@@ -107,6 +107,7 @@ class SambaSession:
                 native = NativeSession(out_handle("samba_session_create", opts))
         self._native = native
         self._tracing = threading.local()
+        ## The outputs of the last trace_graph (empty before one), also set as model.output_tensors.
         self.output_tensors = []
         if pef_path:
             self.reset(pef_path)
@@ -386,6 +387,7 @@ class SambaSession:
         self._transfer("samba_session_to_rdu", 1 | 2 | (4 if optims else 0))
         return model
 
+    ## SambaFlow's other name of to_rdu.
     to_device = to_rdu
 
     def sync_buffers_to_cpu(self, model=None, inplace=False):
@@ -558,6 +560,7 @@ class SambaSession:
 
     def setup(self, args):
         """Applies an argument object's settings (seed, num_threads are read when present)."""
+        ## The argument object given to setup(), kept for the app to read back.
         self.args = args
         seed = getattr(args, "seed", None)
         if seed is not None:
@@ -619,4 +622,5 @@ def _report(rep):
     return {f: getattr(rep, f) for f, _ in _PerfReport._fields_ if f != "struct_size"}
 
 
+## The process's default session: what samba.session and the module-level functions use.
 session = SambaSession(native=default_session)

@@ -55,12 +55,16 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
             raise ValueError("SambaTensor needs torch_tensor (a torch tensor, numpy array or SambaTensor) or "
                              "shape and dtype")
         if name:
+            ## The name given at construction (stored through the sn_name property).
             self.sn_name = name
         if region_name:
+            ## The region given at construction (stored through the sn_region_name property).
             self.sn_region_name = region_name
         if materializer is not None:
+            ## The materializer given at construction (stored through the materializer property).
             self.materializer = materializer
         if requires_grad is not None:
+            ## The requires_grad given at construction (stored through the requires_grad property).
             self.requires_grad = requires_grad
 
     @classmethod
@@ -88,28 +92,34 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
     # ---- metadata --------------------------------------------------------------------
     @property
     def shape(self):
+        """The sizes of the dimensions, as a tuple (torch's Tensor.shape)."""
         dims, n = _i64p(), ctypes.c_size_t()
         call("samba_tensor_shape", self._h, ctypes.byref(dims), ctypes.byref(n))
         return tuple(dims[i] for i in range(n.value))
 
     def size(self, dim=None):
+        """The shape, or the size of dimension `dim` (torch's Tensor.size)."""
         return self.shape if dim is None else self.shape[dim]
 
     def stride(self, dim=None):
+        """The strides in elements, or the stride of dimension `dim` (torch's Tensor.stride)."""
         s, n = _i64p(), ctypes.c_size_t()
         call("samba_tensor_strides", self._h, ctypes.byref(s), ctypes.byref(n))
         st = tuple(s[i] for i in range(n.value))
         return st if dim is None else st[dim]
 
     def dim(self):
+        """The number of dimensions (torch's Tensor.dim)."""
         out = ctypes.c_size_t()
         call("samba_tensor_ndim", self._h, ctypes.byref(out))
         return out.value
 
+    ## torch's other name of dim().
     ndimension = dim
 
     @property
     def ndim(self):
+        """The number of dimensions, as a property (torch's Tensor.ndim)."""
         return self.dim()
 
     @property
@@ -126,30 +136,37 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
         return dtypes.public(self.samba_dtype)
 
     def numel(self):
+        """The number of elements (torch's Tensor.numel)."""
         out = ctypes.c_int64()
         call("samba_tensor_numel", self._h, ctypes.byref(out))
         return out.value
 
+    ## torch's other name of numel().
     nelement = numel
 
     @property
     def nbytes(self):
+        """The size of the elements in bytes (torch's Tensor.nbytes)."""
         out = ctypes.c_size_t()
         call("samba_tensor_nbytes", self._h, ctypes.byref(out))
         return out.value
 
     def element_size(self):
+        """Bytes per element (torch's Tensor.element_size)."""
         out = ctypes.c_size_t()
         call("samba_tensor_element_size", self._h, ctypes.byref(out))
         return out.value
 
     def is_contiguous(self):
+        """Whether the elements are laid out row-major without gaps (torch's Tensor.is_contiguous)."""
         return _flag("samba_tensor_is_contiguous", self._h)
 
     def is_floating_point(self):
+        """Whether the dtype is a floating-point one (torch's Tensor.is_floating_point)."""
         return _flag("samba_tensor_is_floating_point", self._h)
 
     def data_ptr(self):
+        """The address of the first element on the host, 0 when there is no data yet."""
         out = P()
         call("samba_tensor_data", self._h, ctypes.byref(out))
         return out.value or 0
@@ -170,10 +187,12 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def sn_name(self):
+        """The tensor's name in the traced graph and the PEF (SambaFlow's sn_name)."""
         return self._get_str("samba_tensor_name")
 
     @sn_name.setter
     def sn_name(self, name):
+        """Names the tensor in the traced graph and the PEF; None or "" clears the name."""
         call("samba_tensor_set_name", self._h, (name or "").encode())
 
     @property
@@ -183,30 +202,37 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def sn_region_name(self):
+        """The memory region the tensor is placed in on the device ("" for the compiler's choice)."""
         return self._get_str("samba_tensor_region_name")
 
     @sn_region_name.setter
     def sn_region_name(self, name):
+        """Places the tensor in memory region `name`; None or "" leaves it to the compiler."""
         call("samba_tensor_set_region_name", self._h, (name or "").encode())
 
     @property
     def requires_grad(self):
+        """Whether gradients are computed for this tensor (torch's Tensor.requires_grad)."""
         return _flag("samba_tensor_requires_grad", self._h)
 
     @requires_grad.setter
     def requires_grad(self, v):
+        """Sets whether gradients are computed for this tensor."""
         call("samba_tensor_set_requires_grad", self._h, ctypes.c_int32(1 if v else 0))
 
     def requires_grad_(self, requires_grad=True):
+        """Sets requires_grad in place and returns this tensor (torch's Tensor.requires_grad_)."""
         self.requires_grad = requires_grad
         return self
 
     @property
     def is_parameter(self):
+        """Whether the tensor is a model parameter (traced as a weight, updated by optimizers)."""
         return _flag("samba_tensor_is_parameter", self._h)
 
     @is_parameter.setter
     def is_parameter(self, v):
+        """Marks the tensor as a model parameter, or not."""
         call("samba_tensor_set_parameter", self._h, ctypes.c_int32(1 if v else 0))
 
     @property
@@ -218,6 +244,9 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @mem_type.setter
     def mem_type(self, v):
+        """Sets the memory type: 'DDR', 'HBM', 'HOST' (any case) or None.
+
+        Raises ValueError for any other value."""
         key = v.lower() if isinstance(v, str) else v
         if key not in _MEM_TYPES:
             raise ValueError(f"mem_type must be 'DDR', 'HBM', 'HOST' or None, got {v!r}")
@@ -225,6 +254,7 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def grad(self):
+        """The gradient accumulated by backward(), or None (torch's Tensor.grad)."""
         h = P()
         call("samba_tensor_grad", self._h, ctypes.byref(h))
         if not h:
@@ -234,29 +264,38 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @grad.setter
     def grad(self, g):
+        """Sets the gradient (anything as_tensor takes), or clears it with None."""
         g = None if g is None else as_tensor(g)
         call("samba_tensor_set_grad", self._h, g._h if g is not None else None)
 
     def backward(self, gradient=None, retain_graph=None):
+        """Computes the gradients of this tensor with respect to the graph's leaves (torch's Tensor.backward).
+
+        `gradient` is the incoming gradient (needed unless the tensor has one element);
+        `retain_graph` keeps the graph for another backward()."""
         g = None if gradient is None else as_tensor(gradient)
         call("samba_tensor_backward", self._h, g._h if g is not None else None,
              ctypes.c_int32(1 if retain_graph else 0))
 
     # ---- lazy parameters, pinned memory ------------------------------------------------
     def has_data(self):
+        """Whether the tensor holds host data (a lazily created parameter has none until materialized)."""
         return _flag("samba_tensor_has_data", self._h)
 
     def materialize_(self):
+        """Gives the tensor its values by running its materializer; returns this tensor."""
         call("samba_tensor_materialize_", self._h)
         return self
 
     @property
     def materializer(self):
+        """The Materializer that gives this tensor its initial values, or None."""
         h = out_handle("samba_tensor_materializer", self._h)
         return Materializer(h) if h else None
 
     @materializer.setter
     def materializer(self, m):
+        """Sets the materializer (a Materializer, a built-in's name, or fn(tensor, rng)), or clears it with None."""
         m = None if m is None else materializer_of(m)
         call("samba_tensor_set_materializer", self._h, m.handle if m is not None else None)
         if m is not None:
@@ -265,23 +304,30 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def materializer_provided(self):
+        """Whether a materializer is set (SambaFlow's name for `materializer is not None`)."""
         return self.materializer is not None
 
     @property
     def fast_access(self):
+        """Whether the tensor is fast access: in pinned memory, transferred without staging."""
         return _flag("samba_tensor_fast_access", self._h)
 
     @fast_access.setter
     def fast_access(self, v):
+        """With True, moves memory the engine owns into pinned memory so transfers need no staging
+        (the data pointer changes; borrowed memory stays); the name is recorded in the default session."""
         call("samba_tensor_set_fast_access", default_session.handle, self._h, ctypes.c_int32(1 if v else 0))
 
     @staticmethod
     def is_fast_access(name):
+        """Whether the tensor named `name` is fast access in the default session
+        (set on a tensor, by name, or by trace_graph)."""
         out = ctypes.c_int32()
         call("samba_session_is_fast_access", default_session.handle, name.encode(), ctypes.byref(out))
         return bool(out.value)
 
     def reusable(self):
+        """Whether host-to-device transfers can use the tensor's memory directly (contiguous, with data)."""
         return _flag("samba_tensor_reusable", self._h)
 
     # ---- host data: numpy, DLPack, torch ----------------------------------------------
@@ -324,6 +370,8 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @data.setter
     def data(self, values):
+        """Replaces the host values with `values` (anything as_tensor takes) of the same shape, converted
+        to this tensor's dtype. Raises ValueError when the shapes differ."""
         v = as_tensor(values)
         if v.shape != self.shape:
             raise ValueError(f"data: the new values have shape {v.shape}; this tensor's is {self.shape}")
@@ -331,19 +379,22 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
         call("samba_tensor_copy_from", self._h, ctypes.c_void_p(src.data_ptr()), ctypes.c_size_t(src.nbytes))
 
     def clear_data(self):
+        """Drops the host data (the tensor keeps its shape and dtype)."""
         call("samba_tensor_clear_data", self._h)
 
     def tolist(self):
+        """The values as nested Python lists (torch's Tensor.tolist)."""
         return self.numpy().tolist()
 
     def item(self):
+        """The value of a one-element tensor as a Python number or bool (torch's Tensor.item)."""
         if self.is_floating_point():
             out = ctypes.c_double()
             call("samba_tensor_item", self._h, ctypes.byref(out))
         else:
             out = ctypes.c_int64()
             call("samba_tensor_item_int", self._h, ctypes.byref(out))
-        return bool(out.value) if self.samba_dtype == dtypes.bool_ else out.value
+        return bool(out.value) if dtypes.bool_ == self.samba_dtype else out.value
 
     def __float__(self):
         return float(self.item())
@@ -384,6 +435,7 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
         return self
 
     def cpu_(self):
+        """cpu(inplace=True): copies the device value (and gradient) into this tensor's host data."""
         return self.cpu(inplace=True)
 
     def rdu(self):
@@ -393,19 +445,23 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
     @property
     def sn_data(self):
+        """The tensor's values on the device (of the default session), as a new host tensor."""
         return SambaTensor._wrap(out_handle("samba_tensor_sn_data", default_session.handle, self._h))
 
     @sn_data.setter
     def sn_data(self, values):
+        """Writes `values` (anything as_tensor takes) to the tensor's device memory."""
         v = as_tensor(values)
         call("samba_tensor_set_sn_data", default_session.handle, self._h, v._h)
 
     @property
     def sn_grad(self):
+        """The tensor's gradient on the device (of the default session), as a new host tensor."""
         return SambaTensor._wrap(out_handle("samba_tensor_sn_grad", default_session.handle, self._h))
 
     @sn_grad.setter
     def sn_grad(self, values):
+        """Writes `values` (anything as_tensor takes) to the tensor's gradient on the device."""
         v = as_tensor(values)
         call("samba_tensor_set_sn_grad", default_session.handle, self._h, v._h)
 
@@ -416,6 +472,8 @@ class SambaTensor(TorchSurface, TensorOps, NativeHandle, release="samba_tensor_r
 
 
 def scalar(value):
+    """A 0-dimensional tensor of a Python number that promotes like a Python scalar (int64 for ints
+    and bools, float64 for floats, but an int8 tensor + an int stays int8)."""
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
@@ -468,6 +526,7 @@ def from_numpy(array, name=None):
 
 
 def to_handles(tensors):
+    """The C handles of SambaTensors `tensors`, as an array for the C API."""
     return handles([t._h for t in tensors])
 
 

@@ -25,18 +25,26 @@ def _i64_array(values):
 
 
 # torch.return_types' shapes: (values, indices) that unpack, index and name like torch's.
+## The (values, indices) result of max(dim), as torch.return_types.max.
 MaxResult = collections.namedtuple("max", ["values", "indices"])
+## The (values, indices) result of min(dim), as torch.return_types.min.
 MinResult = collections.namedtuple("min", ["values", "indices"])
+## The (values, indices) result of sort(), as torch.return_types.sort.
 SortResult = collections.namedtuple("sort", ["values", "indices"])
+## The (values, indices) result of topk(), as torch.return_types.topk.
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
+## The (values, indices) result of kthvalue(), as torch.return_types.kthvalue.
 KthvalueResult = collections.namedtuple("kthvalue", ["values", "indices"])
+## The (values, indices) result of median(dim), as torch.return_types.median.
 MedianResult = collections.namedtuple("median", ["values", "indices"])
 
 # Torch functions returning (values, indices) that no registry op computes yet.
+## Torch functions returning (values, indices) that no registry op computes yet.
 UNSUPPORTED_VALUE_INDEX_FUNCTIONS = ("mode",)
 
 
 class TensorOps:
+    """SambaTensor's operators, dtype conversions, views, new_* constructors and indexing, as torch.Tensor's."""
     __slots__ = ()
 
     @classmethod
@@ -69,60 +77,81 @@ class TensorOps:
         return self._unary("samba_tensor_to", ctypes.c_int32(dtypes.from_name(target)))
 
     def type(self, dtype=None, non_blocking=False, **kwargs):
+        """With no dtype, the dtype's name; else to(dtype) (torch's Tensor.type).
+
+        Raises TypeError for non_blocking and other keyword arguments."""
         if non_blocking or kwargs:
             raise TypeError("type(): non_blocking and other keyword arguments are not supported on the device")
         return self.samba_dtype.name if dtype is None else self.to(dtype)
 
     def type_as(self, tensor):
+        """This tensor in the dtype of `tensor` (torch's Tensor.type_as)."""
         return self._unary("samba_tensor_type_as", self._coerce(tensor)._h)
 
     def float(self):
+        """This tensor as float32 (torch's Tensor.float)."""
         return self._unary("samba_tensor_float")
 
     def bfloat16(self):
+        """This tensor as bfloat16 (torch's Tensor.bfloat16)."""
         return self._unary("samba_tensor_bfloat16")
 
     def int(self):
+        """This tensor as int32 (torch's Tensor.int)."""
         return self._unary("samba_tensor_int")
 
     def long(self):
+        """This tensor as int64 (torch's Tensor.long)."""
         return self._unary("samba_tensor_long")
 
     def short(self):
+        """This tensor as int16 (torch's Tensor.short)."""
         return self._unary("samba_tensor_short")
 
     def bool(self):
+        """This tensor as bool (torch's Tensor.bool)."""
         return self._unary("samba_tensor_bool")
 
     # ---- views and copies --------------------------------------------------------------
     def contiguous(self):
+        """This tensor with its elements row-major and without gaps (itself when they are)."""
         return self._unary("samba_tensor_contiguous")
 
     def clone(self):
+        """A copy with its own memory, recorded in the graph (torch's Tensor.clone)."""
         return self._unary("samba_tensor_clone")
 
     def detach(self):
+        """The same values without gradient history (torch's Tensor.detach)."""
         return self._unary("samba_tensor_detach")
 
     def reshape(self, *shape):
+        """The same elements in shape `shape`, given as sizes or one tuple; one size may be -1
+        (torch's Tensor.reshape)."""
         return self._unary("samba_tensor_reshape", *_i64_array(_dims(shape)))
 
+    ## torch's Tensor.view: reshape().
     view = reshape
 
     def view_as(self, other):
+        """A view in the shape of `other` (torch's Tensor.view_as)."""
         return self._unary("samba_tensor_view_as", other._h)
 
     def reshape_as(self, other):
+        """reshape() to the shape of `other` (torch's Tensor.reshape_as)."""
         return self.reshape(other.shape)
 
     def permute(self, *dims):
+        """The dimensions reordered as `dims`, given as indices or one tuple (torch's Tensor.permute)."""
         return self._unary("samba_tensor_permute", *_i64_array(_dims(dims)))
 
     def t(self):
+        """The transpose: the dimensions in reverse order (torch's Tensor.t)."""
         return self._unary("samba_tensor_reverse_dims")
 
     @property
     def T(self):  # noqa: N802 - torch's name
+        """The dimensions in reverse order, as a property (torch's Tensor.T)."""
         return self._unary("samba_tensor_reverse_dims")
 
     def _new(self, fn, size, value, dtype, requires_grad):
@@ -133,15 +162,23 @@ class TensorOps:
                            ctypes.c_int32(1 if requires_grad else 0))
 
     def new_empty(self, size, dtype=None, requires_grad=False):
+        """A tensor of shape `size` with unset values, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_empty)."""
         return self._new("samba_tensor_new_empty", size, None, dtype, requires_grad)
 
     def new_zeros(self, size, dtype=None, requires_grad=False):
+        """A tensor of zeros of shape `size`, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_zeros)."""
         return self._new("samba_tensor_new_zeros", size, None, dtype, requires_grad)
 
     def new_ones(self, size, dtype=None, requires_grad=False):
+        """A tensor of ones of shape `size`, of this tensor's dtype unless `dtype` is given
+        (torch's Tensor.new_ones)."""
         return self._new("samba_tensor_new_ones", size, None, dtype, requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        """A tensor of shape `size` filled with `fill_value`, of this tensor's dtype unless `dtype` is given;
+        `device` is accepted for torch's signature and ignored (torch's Tensor.new_full)."""
         return self._new("samba_tensor_new_full", size, float(fill_value), dtype, requires_grad)
 
     # ---- indexing --------------------------------------------------------------------
@@ -187,9 +224,11 @@ class TensorOps:
         return SortResult(*self._call_op("sort", [self], {"dim": dim, "descending": bool(descending)}))
 
     def argsort(self, dim=-1, descending=False, stable=False):
+        """The indices that sort dimension `dim` (torch's Tensor.argsort)."""
         return self.sort(dim, descending).indices
 
     def msort(self):
+        """The values sorted along dimension 0 (torch's Tensor.msort)."""
         return self.sort(0).values
 
     def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - torch's name
@@ -219,9 +258,12 @@ class TensorOps:
 
     # ---- torch's (dim, index, ...) argument order ----------------------------------------
     def gather(self, dim, index, sparse_grad=False):
+        """The values at `index` along dimension `dim`; `sparse_grad` is accepted and ignored
+        (torch's Tensor.gather)."""
         return self._call_op("gather", [self, self._coerce(index)], {"dim": dim})
 
     def index_select(self, dim, index):
+        """The slices of dimension `dim` at the indices `index` (torch's Tensor.index_select)."""
         return self._call_op("index_select", [self, self._coerce(index)], {"dim": dim})
 
     def _scatter(self, op, dim, index, src, value):
@@ -240,6 +282,7 @@ class TensorOps:
         return self._scatter("scatter", dim, index, src, value)
 
     def scatter_add(self, dim, index, src):
+        """A copy with `src` added at `index` along dimension `dim` (torch's Tensor.scatter_add)."""
         return self._scatter("scatter_add", dim, index, src, None)
 
     # ---- sizes as torch takes them ---------------------------------------------------
@@ -248,6 +291,7 @@ class TensorOps:
         return self._call_op("expand", [self], {"shape": list(_dims(sizes))})
 
     def expand_as(self, other):
+        """This tensor broadcast to the shape of `other` (torch's Tensor.expand_as)."""
         return self.expand(other.shape)
 
     def repeat(self, *sizes):
@@ -255,6 +299,7 @@ class TensorOps:
         return self._call_op("repeat", [self], {"repeats": list(_dims(sizes))})
 
     def bmm(self, mat2):
+        """The batched matrix product with `mat2` (torch's Tensor.bmm)."""
         return self._call_op("bmm", [self, self._coerce(mat2)])
 
     def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
@@ -290,9 +335,9 @@ class TensorOps:
     def __le__(self, o): return self._op("le", o)
     def __gt__(self, o): return self._op("gt", o)
     def __ge__(self, o): return self._op("ge", o)
-    def __and__(self, o): return self._op("logical_and" if self.samba_dtype == dtypes.bool_ else "bitwise_and", o)
-    def __or__(self, o): return self._op("logical_or" if self.samba_dtype == dtypes.bool_ else "bitwise_or", o)
-    def __invert__(self): return self._op("logical_not" if self.samba_dtype == dtypes.bool_ else "bitwise_not")
+    def __and__(self, o): return self._op("logical_and" if dtypes.bool_ == self.samba_dtype else "bitwise_and", o)
+    def __or__(self, o): return self._op("logical_or" if dtypes.bool_ == self.samba_dtype else "bitwise_or", o)
+    def __invert__(self): return self._op("logical_not" if dtypes.bool_ == self.samba_dtype else "bitwise_not")
 
     __hash__ = object.__hash__
 

@@ -227,6 +227,7 @@ def broadcast_shape(*shapes):
 
 
 def broadcast_tensors(coerce, *tensors):
+    """`tensors` (each converted with `coerce`) expanded to their common broadcast shape (torch.broadcast_tensors)."""
     tensors = [coerce(t) for t in tensors]
     shape = broadcast_shape(*(t.shape for t in tensors))
     return tuple(t.expand(shape) for t in tensors)

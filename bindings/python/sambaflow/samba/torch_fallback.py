@@ -144,6 +144,7 @@ def _raised_in_torch_refs(error):
 
 
 def qualified_name(func):
+    """The qualified name of torch function `func`, e.g. "torch.nn.functional.gelu" or an aten overload's name."""
     name = getattr(func, "__name__", None) or str(func)
     module = getattr(func, "__module__", None) or ""
     if type(func).__name__ in ("OpOverload", "OpOverloadPacket"):

@@ -19,21 +19,31 @@ def _grad_disabled():
 
 
 class TorchSurface:
+    """The torch.Tensor attributes that make a SambaTensor pass where torch code expects a tensor:
+    flags, layout, device queries, no_grad and torch functions Samba has no op for."""
     __slots__ = ()
 
     # Host tensors are dense, strided and on the host: what these flags say in torch.
+    ## Always False: SambaTensors are not nested (torch's Tensor.is_nested).
     is_nested = False
+    ## Always False: SambaTensors are dense (torch's Tensor.is_sparse).
     is_sparse = False
+    ## Always False: SambaTensors are not quantized (torch's Tensor.is_quantized).
     is_quantized = False
+    ## Always False: SambaTensors hold data (torch's Tensor.is_meta).
     is_meta = False
+    ## Always False: SambaTensors are not on a GPU (torch's Tensor.is_cuda).
     is_cuda = False
+    ## Always False: SambaTensors use no MKL-DNN layout (torch's Tensor.is_mkldnn).
     is_mkldnn = False
 
     @property
     def layout(self):
+        """torch.strided: SambaTensors are dense and strided (torch's Tensor.layout)."""
         return torch_module().strided
 
     def get_device(self):
+        """-1, torch's answer for a tensor on the host (torch's Tensor.get_device)."""
         return -1  # torch's answer for a host tensor
 
     @classmethod
@@ -60,6 +70,7 @@ class TorchSurface:
         return super().to(target) if target is not None else self
 
     def cuda(self, *args, **kwargs):
+        """Always raises TypeError: there is no GPU; only .to(dtype) converts."""
         raise TypeError("SambaTensor.cuda(): Samba tensors live on the host or the device; use .to(dtype) only")
 
     def __contains__(self, element):
@@ -67,9 +78,11 @@ class TorchSurface:
         return bool((self == element).long().sum().item())
 
     def unbind(self, dim=0):
+        """The slices along dimension `dim`, as a tuple (torch's Tensor.unbind)."""
         return tuple(self.select(dim, i) for i in range(self.shape[dim]))
 
     def square(self):
+        """Each element squared (torch's Tensor.square)."""
         return self * self
 
     def __getattr__(self, name):

@@ -8,6 +8,7 @@ import os
 from ..session import session
 from . import utils
 
+## The commands every SambaFlow app accepts, in the order help lists them.
 COMMANDS = ("compile", "run", "measure-performance", "measure-sections")
 
 
