@@ -6,10 +6,14 @@
 #   make test      build, then run every test (unit, C ABI, install, examples)
 #   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
+#   make fuzz      the libFuzzer targets under ASan + UBSan (clang, build-fuzz/), FUZZ_SECONDS
+#                  each, with coverage per engine folder; `make fuzz-ci`: FUZZ_CI_SECONDS each
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
 #                  (bench/peers/run_peers.sh: installs the peers into bench/.venv)
+#   make docs      the API reference as HTML in $(BUILD)/docs/html (Doxygen: the C
+#                  headers' doc comments and the Python package's docstrings)
 #   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
@@ -18,10 +22,13 @@ CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS ?=
 # Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
 # gives stack traces with lines at a fraction of the cost of full debug info.
+FUZZ_SECONDS    ?= 600
+FUZZ_CI_SECONDS ?= 60
+FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan demo bench bench-peers install clean format
+.PHONY: all setup configure build test asan tsan fuzz fuzz-ci fuzz-build demo bench bench-peers docs install clean format
 
 all: build
 
@@ -52,6 +59,18 @@ tsan: setup
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# Only the library and the fuzz targets, with clang: libFuzzer and its
+# coverage instrumentation of every engine file (SAMBA_FUZZ), ASan + UBSan.
+fuzz-build: setup
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=address -DSAMBA_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+
+fuzz: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS) --coverage $(FUZZ_TARGETS)
+
+fuzz-ci: fuzz-build
+	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
+
 # Builds only what the demo needs, so a first `make demo` is quick: the
 # ResFFNLogReg app compiled to a PEF (out/resffn_logreg.pef, with its .log)
 # and trained on the emulated device, writing a profile Perfetto opens
@@ -74,6 +93,15 @@ bench: setup
 bench-peers: setup
 	bash bench/peers/run_peers.sh $(BUILD)
 
+docs: setup
+	$(MAKE) configure
+	cmake --build $(BUILD) --target samba_typed_ops_header
+	mkdir -p $(BUILD)/docs
+	SAMBA_DOCS_OUT=$(BUILD)/docs SAMBA_GENERATED_INCLUDE=$(BUILD)/generated/include \
+	  SAMBA_DOCS_INPUT_PYTHON=bindings/python/samba SAMBA_DOCS_WARN_AS_ERROR=NO \
+	  SAMBA_DOCS_WARN_LOG=$(BUILD)/docs/warnings.log doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD)/docs/html/index.html ($$(wc -l < $(BUILD)/docs/warnings.log) warnings in $(BUILD)/docs/warnings.log)"
+
 # PREFIX given here wins over the one the build was configured with.
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -82,4 +110,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.hpp' '*.cpp' '*.c')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -1,10 +1,11 @@
 // The cost the profiler adds to the code it times: a scope while profiling
 // is off (the common case: one relaxed atomic load), a scope while a capture
 // is running (two clock reads and a copy into the thread's buffer), and the
-// same with arguments attached.
+// same with arguments attached; and writing a capture as a trace file.
 #include <benchmark/benchmark.h>
 
 #include "engine/profile/profile_events.h"
+#include "engine/profile/profile_report.h"
 #include "engine/profile/profiler.h"
 
 using namespace samba;
@@ -83,5 +84,27 @@ static void BM_ClockRead(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Profiler::now_ns());
 }
 BENCHMARK(BM_ClockRead);
+
+// Writing a capture as a Perfetto / chrome://tracing file (through
+// nlohmann/json, one event at a time): the cost per event of what
+// samba_session_end_samba_profile does once at the end of a capture.
+static void BM_ChromeTraceJson(benchmark::State& state) {
+  Profiler p;
+  auto id = p.start();
+  for (int64_t n = 0; n < state.range(0); ++n) {
+    ProfileScope s(p, "FWD", ProfileCategory::Section);
+    s.arg(profile_events::kArgSectionId, n).arg(profile_events::kArgMicroBatch, n & 7);
+  }
+  const ProfileTrace trace = p.stop(id);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string text = chrome_trace_json(trace);
+    bytes = text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["bytes_per_event"] = static_cast<double>(bytes) / static_cast<double>(state.range(0));
+}
+BENCHMARK(BM_ChromeTraceJson)->Arg(1 << 16)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -4,6 +4,7 @@
 #include "compiler/passes/pipeline.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/pef/verify.h"
 
 namespace samba::compiler {
 namespace {
@@ -128,6 +129,15 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
                cg.kernels.size(), cg.sections.size());
   }
   pef::ProgramDesc program = lower_program(graphs, specs, opts);
+  // The loader verifies every PEF; checking here too means the compiler can
+  // never write one its own loader refuses, and says so as a bug in Samba
+  // rather than as a corrupt file the user would be left to explain.
+  try {
+    pef::verify_program(program);
+  } catch (const Error& e) {
+    fail(Status::Internal, "compile: the program compiled for '{}' fails the loader's checks (a bug in Samba): {}",
+         program.name, e.what());
+  }
   if (compiled) *compiled = std::move(graphs);
   return program;
 }

@@ -8,7 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtbb-dev libeigen3-dev libflatbuffers-dev flatbuffers-compiler libzstd-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libxxhash-dev abigail-tools
+  libxxhash-dev zlib1g-dev doxygen abigail-tools
+  clang llvm
   python3-numpy python3-pytest python3-torch python3-venv
 )
 

@@ -1,4 +1,4 @@
-// How the `samba` tool is put together: each command family (pef; later
+// How the `sambaflow` tool is put together: each command family (pef; later
 // compile, run) lives in its own file and adds its subcommands to the app.
 // A subcommand's callback stores what to run in `action`; samba_main runs it
 // after parsing and turns errors into a message on stderr and exit code 1.
@@ -12,7 +12,7 @@ namespace samba::tool {
 // Returns the process exit code.
 using CommandAction = std::function<int()>;
 
-// `samba pef info|dump|verify` (pef_command.cpp).
+// `sambaflow pef info|dump|verify` (pef_command.cpp).
 void add_pef_command(CLI::App& app, CommandAction& action);
 
 }  // namespace samba::tool

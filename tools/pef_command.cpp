@@ -1,4 +1,4 @@
-// `samba pef info|dump|verify FILE`: what a PEF holds, read through the
+// `sambaflow pef info|dump|verify FILE`: what a PEF holds, read through the
 // verifying reader, so every command also checks the file.
 #include <fmt/format.h>
 #include <fmt/ranges.h>

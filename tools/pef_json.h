@@ -1,4 +1,4 @@
-// The JSON form of a program, for `samba pef dump --json`: every field of
+// The JSON form of a program, for `sambaflow pef dump --json`: every field of
 // ProgramDesc under its own name; enums as their names; blobs as their size
 // and XXH64 checksum instead of their bytes.
 #pragma once

@@ -268,12 +268,22 @@ def seconds(entry):
 def machine_limits(path):
     entries, _ = benchmark_entries(path)
     lim = {}
+    # machine_bench lists the FMA peak of each vector ISA the CPU has, widest
+    # first (BM_FmaPeakFloat32/<isa>/threads:N): the first is the machine's.
     for name, e in entries.items():
-        if name.startswith("BM_FmaPeakFloat32/threads:2"):
-            lim["fma_peak_flops"] = e["FLOP/s"]
-            lim["fma_peak_flops_on_cpu"] = e.get("FLOP/s_on_cpu", 0)
-        if name.startswith("BM_FmaPeakFloat32/threads:1"):
-            lim["fma_peak_flops_1t"] = e["FLOP/s"]
+        parts = name.split("/")
+        if parts[0] == "BM_FmaPeakFloat32" and len(parts) >= 3:
+            isa, threads = parts[1], parts[2]
+            lim.setdefault("fma_peak_isa", isa)
+            if isa != lim["fma_peak_isa"]:
+                continue
+            if threads == "threads:2":
+                lim["fma_peak_flops"] = e["FLOP/s"]
+                lim["fma_peak_flops_on_cpu"] = e.get("FLOP/s_on_cpu", 0)
+            if threads == "threads:1":
+                lim["fma_peak_flops_1t"] = e["FLOP/s"]
+        if parts[0] == "BM_DotPeakBfloat16" and "threads:2" in parts:
+            lim["bf16_peak_flops"] = e["FLOP/s"]
         if name.startswith("BM_Memcpy256MiB/threads:2"):
             lim["memcpy_bytes_per_s"] = e["B/s"]
     return lim
@@ -316,9 +326,12 @@ def markdown(rows, lim, vers, load):
             fmt_ratio(s, r.get("torch_s")), fmt_ratio(s, r.get("jax_s")), fmt_ratio(s, r.get("ort_s")),
             "-" if gf is None else "%.1f" % gf, "-" if gf is None or not peak else "%.0f%%" % (100 * gf * 1e9 / peak)))
     lines.append("")
-    lines.append("FMA peak (2 threads, same run): %s GFLOP/s; memcpy (2 threads): %s GB/s; load average %s." % (
-        "%.1f" % (peak * 1e-9) if peak else "?",
-        "%.1f" % (lim["memcpy_bytes_per_s"] * 1e-9) if "memcpy_bytes_per_s" in lim else "?", load))
+    bf16 = lim.get("bf16_peak_flops")
+    lines.append("FMA peak (float32, %s, 2 threads, same run): %s GFLOP/s%s; memcpy (2 threads): %s GB/s; "
+                 "load average %s." % (
+                     lim.get("fma_peak_isa", "?"), "%.1f" % (peak * 1e-9) if peak else "?",
+                     "; bf16 dot-product peak (AVX512_BF16): %.1f GFLOP/s" % (bf16 * 1e-9) if bf16 else "",
+                     "%.1f" % (lim["memcpy_bytes_per_s"] * 1e-9) if "memcpy_bytes_per_s" in lim else "?", load))
     lines.append("Peers: " + ", ".join("%s %s" % kv for kv in vers.items()) + ".")
     return "\n".join(lines) + "\n"
 

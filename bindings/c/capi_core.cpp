@@ -61,7 +61,12 @@ using namespace samba::capi;
 
 extern "C" {
 
-const char* samba_version(void) { return "0.1.0"; }
+#define SAMBA_STRINGIFY_(x) #x
+#define SAMBA_STRINGIFY(x) SAMBA_STRINGIFY_(x)
+const char* samba_version(void) {
+  return SAMBA_STRINGIFY(SAMBA_VERSION_MAJOR) "." SAMBA_STRINGIFY(SAMBA_VERSION_MINOR) "." SAMBA_STRINGIFY(
+      SAMBA_VERSION_PATCH);
+}
 int32_t samba_version_number(void) {
   return SAMBA_VERSION_MAJOR * 10000 + SAMBA_VERSION_MINOR * 100 + SAMBA_VERSION_PATCH;
 }

@@ -252,8 +252,11 @@ samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, v
                 "trace_graph: the model has {} outputs but `outputs` holds {}", outs.size(), capacity);
     std::vector<std::pair<std::string, Tensor>> custom = o.custom_grads;
     std::vector<std::string> zeroed = o.unspecified_grads;
+    // Without init_output_grads every output gradient starts at zero; an
+    // inference PEF's outputs have none, so there is nothing to zero.
     if (!o.init_output_grads)
-      for (int32_t t : g.outputs) zeroed.push_back(p.tensors[static_cast<size_t>(t)].name);
+      for (size_t i = 0; i < g.outputs.size(); ++i)
+        if (g.output_grads[i] >= 0) zeroed.push_back(p.tensors[static_cast<size_t>(g.outputs[i])].name);
     const auto grads = output_grad_values(p, g, zeroed, custom);  // checked before loading
 
     s->impl.load(std::move(p), pef_path);

@@ -21,23 +21,14 @@ const Hyperparameter* find(OptimizerKind k, std::string_view name) {
   return nullptr;
 }
 
+// The registry's check, so a value refused at run time (run, set_argin) is
+// refused here too, with the same words.
 AttrValue typed_value(const Hyperparameter& h, const AttrValue& v, std::string_view opt) {
-  if (h.spec->type == AttrType::Bool) {
-    if (auto* b = std::get_if<bool>(&v)) return *b;
-    if (auto* i = std::get_if<int64_t>(&v); i && (*i == 0 || *i == 1)) return *i == 1;
-    fail(Status::InvalidArgument, "{}: hyperparameter '{}' must be a bool, got {}", opt, h.name, attr_value_str(v));
+  try {
+    return check_attr_value(*h.spec, v, "hyperparameter", h.name);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", opt, e.what()));
   }
-  double x = 0;
-  if (auto* d = std::get_if<double>(&v))
-    x = *d;
-  else if (auto* i = std::get_if<int64_t>(&v))
-    x = static_cast<double>(*i);
-  else
-    fail(Status::InvalidArgument, "{}: hyperparameter '{}' must be a number, got {}", opt, h.name,
-         attr_value_str(v));
-  SAMBA_CHECK(!h.spec->range || h.spec->range->contains(x), Status::InvalidArgument, "{}: {} must be {}, got {}",
-              opt, h.name, h.spec->range->str(), x);
-  return x;
 }
 
 void apply(OptimizerKind kind, const Attrs& given, Attrs& out) {

@@ -46,7 +46,7 @@ DType signed_int_of_bits(int bits) {
 
 size_t element_size(DType t) { return info(t).size; }
 // Safe on any code: names are printed for untrusted values too (a damaged
-// PEF's attributes in `samba pef dump`).
+// PEF's attributes in `sambaflow pef dump`).
 std::string_view dtype_name(DType t) {
   return is_valid_dtype(static_cast<int32_t>(t)) ? info(t).name : std::string_view("invalid-dtype");
 }

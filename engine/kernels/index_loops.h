@@ -1,4 +1,4 @@
-// Loops behind the index ops (index_select, index_put, gather, scatter_add):
+// Loops behind the index ops (index_select, index_put, gather, scatter, scatter_add):
 // index checking, and walks over a tensor split at one dim that never let two
 // threads write the same element.
 #pragma once
@@ -186,19 +186,21 @@ void gather_loop(const DimWalk& w, const T* x, const int64_t* idx, T* out) {
   });
 }
 
-// out[coords with dim replaced by index[coords]] += src[coords]. Groups differ
-// in a coordinate other than dim, so their writes never meet.
-template <typename T, typename A>
-void scatter_add_loop(const DimWalk& w, const T* src, const int64_t* idx, T* out) {
+// combine(out[coords with dim replaced by index[coords]], src[coords]) for
+// every coordinate of the index: scatter assigns (of indices repeated along
+// dim the last one written wins), scatter_add adds. Groups differ in a
+// coordinate other than dim, so their writes never meet, and each group
+// writes in order.
+template <typename T, typename F>
+void scatter_loop(const DimWalk& w, const T* src, const int64_t* idx, T* out, F combine) {
   parallel_for(w.groups, w.grain(), [&](int64_t b, int64_t e) {
     w.for_groups(b, e, [&](int64_t od, int64_t on, int64_t oi) {
       for (int64_t k = 0; k < w.k_size; ++k) {
         const int64_t* ir = idx + oi + k * w.index_k;
         const T* srow = src + on + k * w.dense_k;
-        for (int64_t j = 0; j < w.j_size; ++j) {
-          T& dst = out[od + ir[j * w.index_j] * w.data_dim_stride + j * w.data_j];
-          dst = static_cast<T>(static_cast<A>(dst) + static_cast<A>(srow[j * w.dense_j]));
-        }
+        for (int64_t j = 0; j < w.j_size; ++j)
+          combine(out[od + ir[j * w.index_j] * w.data_dim_stride + j * w.data_j],
+                  srow[j * w.dense_j]);
       }
     });
   });

@@ -1,5 +1,6 @@
 // batch_norm over (N, C, ...) with per-channel statistics, the in-place
-// update of the running statistics in training mode, and its fused backward.
+// update of the running statistics (and of the batch counter) in training
+// mode, and its fused backward.
 //
 // Channel c's values are N runs of S contiguous values (S = the product of
 // the spatial dims) at a stride of C * S. With long runs each (n, c) run is
@@ -198,6 +199,16 @@ void update_running(const Tensor& running, const std::vector<double>& batch, dou
   running.copy_from(next);
 }
 
+// Counts one more batch in `counter` (when given) and returns the weight of
+// this batch's statistics in the running ones: `momentum`, or 1 / batches
+// for a cumulative average (torch's momentum=None).
+double batch_weight(const Tensor& counter, double momentum, bool cumulative) {
+  if (!counter.defined()) return momentum;
+  const double batches = as_doubles(counter)[0] + 1;
+  counter.copy_from(Tensor::scalar(batches, DType::Float64));
+  return cumulative ? 1.0 / batches : momentum;
+}
+
 void check_inputs(std::span<const Tensor> in, bool training, const char* op, size_t first_param) {
   const Tensor& x = in[first_param - 1];
   nn::require_floating(x, op, "x");
@@ -205,7 +216,8 @@ void check_inputs(std::span<const Tensor> in, bool training, const char* op, siz
   const Dims ps{l.channels};
   static const char* kNames[] = {"weight", "bias", "running_mean", "running_var"};
   const bool backward = first_param == 2;  // backward ops have no bias input
-  for (size_t i = first_param, k = 0; i < in.size(); ++i, ++k) {
+  constexpr size_t kCounter = 5;  // num_batches_tracked, batch_norm's last input
+  for (size_t i = first_param, k = 0; i < std::min(in.size(), kCounter); ++i, ++k) {
     const char* name = kNames[backward && k >= 1 ? k + 1 : k];
     nn::check_param(in[i], ps, op, name);
   }
@@ -221,6 +233,17 @@ void check_inputs(std::span<const Tensor> in, bool training, const char* op, siz
               Status::InvalidArgument,
               "{}: training needs more than one value per channel, got x of shape {}", op,
               dims_str(x.shape()));
+  if (backward) return;
+  const Tensor counter = in.size() > kCounter ? in[kCounter] : Tensor();
+  SAMBA_CHECK(!counter.defined() || (!is_floating(counter.dtype()) &&
+                                     counter.dtype() != DType::Bool && counter.numel() == 1),
+              Status::InvalidArgument,
+              "{}: num_batches_tracked must be one integer (an int64 scalar), got {} of shape {}",
+              op, dtype_name(counter.dtype()), dims_str(counter.shape()));
+  SAMBA_CHECK(!counter.defined() || have_running, Status::InvalidArgument,
+              "{}: num_batches_tracked counts updates of the running statistics; give "
+              "running_mean and running_var with it",
+              op);
 }
 
 Tensor input_or_none(std::span<const Tensor> in, size_t i) {
@@ -233,6 +256,7 @@ void batch_norm_kernel(KernelContext& c) {
   const bool training = c.attrs.b("training");
   const double eps = c.attrs.f("eps"), momentum = c.attrs.f("momentum");
   const Tensor running_mean = input_or_none(c.inputs, 3), running_var = input_or_none(c.inputs, 4);
+  const Tensor counter = input_or_none(c.inputs, 5);
   const DType cdt = nn::compute_dtype(x0.dtype());
   Tensor x = nn::compute_input(x0, cdt);
   std::vector<double> w = c.inputs.size() > 1 && c.inputs[1].defined()
@@ -256,8 +280,9 @@ void batch_norm_kernel(KernelContext& c) {
       const double unbias =
           static_cast<double>(l.per_channel()) / static_cast<double>(l.per_channel() - 1);
       for (double& v : var) v *= unbias;
-      update_running(running_mean, st.mean, momentum);
-      update_running(running_var, var, momentum);
+      const double weight = batch_weight(counter, momentum, c.attrs.b("cumulative_average"));
+      update_running(running_mean, st.mean, weight);
+      update_running(running_var, var, weight);
     }
   });
   y.commit();
@@ -310,16 +335,22 @@ void register_batch_norm(OpRegistry& r) {
       .doc(
           "Normalizes x (N, C, ...) per channel: with the batch's statistics in training (and then "
           "updates running_mean / running_var in place when given, running_var with the unbiased "
-          "batch variance), with the running statistics in evaluation.")
+          "batch variance, and counts the batch in num_batches_tracked), with the running "
+          "statistics in evaluation.")
       .input("x")
       .optional_input("weight", "shape (C)")
       .optional_input("bias", "shape (C)")
       .mutated_input("running_mean", "shape (C); updated in place in training")
       .mutated_input("running_var", "shape (C); updated in place in training")
+      .mutated_input("num_batches_tracked",
+                     "integer scalar counting the running updates; incremented in training")
       .attr("training", AttrType::Bool, true,
             "normalize with batch statistics and update the running ones")
       .attr("momentum", AttrType::Float, 0.1,
             "weight of the batch statistics in the running update")
+      .attr("cumulative_average", AttrType::Bool, false,
+            "torch's momentum=None: weight the batch statistics by 1 / num_batches_tracked "
+            "(after its increment), so the running statistics average every batch")
       .attr("eps", AttrType::Float, 1e-5, "added to the variance")
       .fusion(Fusion::Opaque)
       .strided_inputs()  // the running statistics are updated where they are
@@ -337,7 +368,7 @@ void register_batch_norm(OpRegistry& r) {
                       {{"training", training}, {"eps", c.attrs.f("eps")}});
         return {nn::undefined_if_not(c.needs_grad(0), d[0]),
                 nn::undefined_if_not(c.needs_grad(1), d[1]),
-                nn::undefined_if_not(c.needs_grad(2), d[2]), Tensor(), Tensor()};
+                nn::undefined_if_not(c.needs_grad(2), d[2]), Tensor(), Tensor(), Tensor()};
       });
 
   r.def("batch_norm_backward")

@@ -1,4 +1,4 @@
-// Contractions: matmul, linear, addmm, bmm, and the transposed products
+// Contractions: matmul, linear, addmm, baddbmm, bmm, and the transposed products
 // matmul_nt / matmul_tn their gradients are made of. All read strided
 // operands in place: a transposed layout becomes a GEMM transpose flag; other
 // layouts are copied once (see engine/kernels/gemm.h).
@@ -315,14 +315,41 @@ void register_linear(OpRegistry& r) {
       });
 }
 
-// ---- addmm, bmm --------------------------------------------------------------------
+// ---- addmm, baddbmm, bmm --------------------------------------------------------------------
 
-void register_addmm(OpRegistry& r) {
-  r.def("addmm")
-      .doc(
-          "beta * input + alpha * (a @ b) for 2-D a (n, m) and b (m, p); input broadcasts to (n, "
-          "p). "
-          "With beta = 0 input is ignored (its NaNs do not propagate).")
+// The product a @ b of addmm (2-D operands) or baddbmm (3-D, same batch) with
+// the shape `input` must broadcast to.
+Dims added_product_shape(const char* op, int64_t rank, const Tensor& in, const Tensor& a,
+                         const Tensor& b) {
+  check_same_dtype(op, "a", a, "b", b);
+  check_same_dtype(op, "input", in, "a", a);
+  SAMBA_CHECK(a.dim() == rank && b.dim() == rank, Status::ShapeMismatch,
+              "{}: a and b must be {}-D, got shapes {} and {}", op, rank, dims_str(a.shape()),
+              dims_str(b.shape()));
+  SAMBA_CHECK(rank == 2 || a.shape()[0] == b.shape()[0], Status::ShapeMismatch,
+              "{}: batch sizes differ: a has shape {} and b has shape {}", op,
+              dims_str(a.shape()), dims_str(b.shape()));
+  const int64_t k = a.shape()[rank - 1], kb = b.shape()[rank - 2];
+  SAMBA_CHECK(k == kb, Status::ShapeMismatch,
+              "{}: shapes {} and {} cannot be multiplied (inner sizes {} and {} differ)", op,
+              dims_str(a.shape()), dims_str(b.shape()), k, kb);
+  Dims out = leading(a.shape(), 1);
+  out.push_back(b.shape().back());
+  bool fits = in.dim() <= rank;
+  for (int64_t d = 0; fits && d < in.dim(); ++d) {
+    const int64_t have = in.shape()[in.dim() - 1 - d], want = out[rank - 1 - d];
+    fits = have == want || have == 1;
+  }
+  SAMBA_CHECK(fits, Status::ShapeMismatch,
+              "{}: input of shape {} does not broadcast to the product's shape {}", op,
+              dims_str(in.shape()), dims_str(out));
+  return out;
+}
+
+// addmm and baddbmm: beta * input + alpha * (a @ b) on operands of `rank` dims.
+void register_added_product(OpRegistry& r, const char* op, int64_t rank, std::string doc) {
+  r.def(op)
+      .doc(std::move(doc))
       .input("input")
       .input("a")
       .input("b")
@@ -331,30 +358,14 @@ void register_addmm(OpRegistry& r) {
       .fusion(Fusion::Contraction)
       .strided_inputs()
       .flops(contraction_flops([](std::span<const Tensor> in) { return in[1].shape().back(); }))
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+      .infer([op, rank](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor &in = c.inputs[0], &a = c.inputs[1], &b = c.inputs[2];
-        check_same_dtype("addmm", "a", a, "b", b);
-        check_same_dtype("addmm", "input", in, "a", a);
-        SAMBA_CHECK(a.dim() == 2 && b.dim() == 2, Status::ShapeMismatch,
-                    "addmm: a and b must be 2-D, got shapes {} and {}", dims_str(a.shape()),
-                    dims_str(b.shape()));
-        SAMBA_CHECK(a.shape()[1] == b.shape()[0], Status::ShapeMismatch,
-                    "addmm: shapes {} and {} cannot be multiplied (inner sizes {} and {} differ)",
-                    dims_str(a.shape()), dims_str(b.shape()), a.shape()[1], b.shape()[0]);
-        const Dims out{a.shape()[0], b.shape()[1]};
-        bool fits = in.dim() <= 2;
-        for (int64_t d = 0; fits && d < in.dim(); ++d) {
-          const int64_t have = in.shape()[in.dim() - 1 - d], want = out[1 - d];
-          fits = have == want || have == 1;
-        }
-        SAMBA_CHECK(fits, Status::ShapeMismatch,
-                    "addmm: input of shape {} does not broadcast to the product's shape {}",
-                    dims_str(in.shape()), dims_str(out));
+        const Dims out = added_product_shape(op, rank, in, a, b);
         const double alpha = c.attrs.f("alpha"), beta = c.attrs.f("beta");
         SAMBA_CHECK(
             is_floating(a.dtype()) || (alpha == std::trunc(alpha) && beta == std::trunc(beta)),
-            Status::InvalidArgument, "addmm: alpha {} and beta {} must be integers for {} tensors",
-            alpha, beta, dtype_name(a.dtype()));
+            Status::InvalidArgument, "{}: alpha {} and beta {} must be integers for {} tensors",
+            op, alpha, beta, dtype_name(a.dtype()));
         return {{a.dtype(), out}};
       })
       .kernel([](KernelContext& c) {
@@ -363,7 +374,7 @@ void register_addmm(OpRegistry& r) {
         ProductEpilogue ep;
         ep.alpha = c.attrs.f("alpha");
         const double beta = c.attrs.f("beta");
-        const int64_t p = out.shape()[1];
+        const int64_t p = out.shape().back();
         const bool row_vector = in.numel() == p && in.dim() >= 1 && in.shape().back() == p;
         if (beta == 1.0 && row_vector) {
           // The common "bias" form: added by the GEMM epilogue, no pass over out.
@@ -383,6 +394,18 @@ void register_addmm(OpRegistry& r) {
         if (c.needs_grad(2)) gb = scaled(call1("matmul_tn", {c.inputs[1], g}), alpha);
         return {gi, ga, gb};
       });
+}
+
+void register_addmm(OpRegistry& r) {
+  register_added_product(
+      r, "addmm", 2,
+      "beta * input + alpha * (a @ b) for 2-D a (n, m) and b (m, p); input broadcasts to (n, p). "
+      "With beta = 0 input is ignored (its NaNs do not propagate).");
+  register_added_product(
+      r, "baddbmm", 3,
+      "beta * input + alpha * (a @ b) for 3-D a (batch, n, m) and b (batch, m, p); input "
+      "broadcasts to (batch, n, p). With beta = 0 input is ignored (its NaNs do not "
+      "propagate).");
 
   r.def("bmm")
       .doc(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "engine/ops/operands.h"
 #include "engine/rng/multithreaded_rng.h"
@@ -69,6 +70,34 @@ void register_constants(OpRegistry& r) {
       .fusion(Fusion::Creation)
       .infer(shaped_meta)
       .kernel([](KernelContext& c) { fill(c.outputs[0], c.attrs.f("value")); });
+
+  // The *_like forms take their shape from a tensor, so a traced model's
+  // symbolic batch size carries through; x's values are never read.
+  struct Like {
+    const char* name;
+    const char* doc;
+    std::optional<double> value;  // none: the `value` attribute
+  };
+  for (const Like& like :
+       {Like{"zeros_like", "Zeros of x's shape, in x's dtype unless `dtype` is given.", 0.0},
+        Like{"ones_like", "Ones of x's shape, in x's dtype unless `dtype` is given.", 1.0},
+        Like{"full_like",
+             "`value` in every element of x's shape, in x's dtype unless `dtype` is given.",
+             std::nullopt}}) {
+    OpBuilder b = r.def(like.name);
+    b.doc(like.doc).input("x", "gives the shape (and the dtype when `dtype` is absent)");
+    if (!like.value) b.required_attr("value", AttrType::Float, "converted to the dtype");
+    b.optional_attr("dtype", AttrType::DType)
+        .fusion(Fusion::Creation)
+        .strided_inputs()  // only x's shape is read
+        .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+          const Tensor& x = c.inputs[0];
+          return {{c.attrs.has("dtype") ? c.attrs.dtype("dtype") : x.dtype(), x.shape()}};
+        })
+        .kernel([v = like.value](KernelContext& c) {
+          fill(c.outputs[0], v ? *v : c.attrs.f("value"));
+        });
+  }
 }
 
 // ---- ranges -------------------------------------------------------------------------

@@ -10,11 +10,6 @@
 namespace samba::ops {
 namespace {
 
-void check_probability(double p) {
-  SAMBA_CHECK(p >= 0.0 && p <= 1.0, Status::InvalidArgument, "dropout: p must be in [0, 1], got {}",
-              p);
-}
-
 // uniform >= p, with uniform = (word >> 8) * 2^-24, is (word >> 8) >= the
 // smallest integer k with k * 2^-24 >= p: an integer compare per element.
 uint32_t keep_threshold(double p) { return static_cast<uint32_t>(std::ceil(p * 0x1.0p24)); }
@@ -56,10 +51,11 @@ void register_dropout(OpRegistry& r) {
           "uniform e of stream `offset` under key `seed` is >= p; dropped ones are x * 0 as in "
           "PyTorch. Identity when training is false or p is 0; zeros when p is 1.")
       .input("x")
-      .attr("p", AttrType::Float, 0.5, "probability of zeroing an element, in [0, 1]")
+      .attr("p", AttrType::Float, 0.5, "probability of zeroing an element")
       .attr("training", AttrType::Bool, true, "false makes the op the identity")
-      .attr("seed", AttrType::Int, int64_t{0}, "Philox key")
+      .attr("seed", AttrType::Int, int64_t{0}, "Philox key (its 64 bits)")
       .attr("offset", AttrType::Int, int64_t{0}, "Philox stream: use a new one for each mask")
+      .range("p", AttrRange{0, 1, false, false})  // as torch: p = 1 zeroes everything
       .attr_role("p", AttrRole::DropoutRate)
       .attr_role("seed", AttrRole::DropoutSeed)
       .attr_role("offset", AttrRole::RngOffset)
@@ -67,7 +63,6 @@ void register_dropout(OpRegistry& r) {
       .seeded()
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const Tensor& x = c.inputs[0];
-        check_probability(c.attrs.f("p"));
         SAMBA_CHECK(is_floating(x.dtype()), Status::DTypeMismatch,
                     "dropout: x must have a floating dtype, got {}", dtype_name(x.dtype()));
         return {meta_of(x)};

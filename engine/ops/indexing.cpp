@@ -290,6 +290,58 @@ int64_t aligned_index_dim(const Tensor& x, const Tensor& index, int64_t dim, con
   return d;
 }
 
+// scatter / scatter_add (x, index, src): the index fits x outside `dim` and src everywhere.
+void check_scatter_shapes(const InferContext& c, const char* what) {
+  const Tensor &x = c.inputs[0], &index = c.inputs[1], &src = c.inputs[2];
+  aligned_index_dim(x, index, c.attrs.i("dim"), what);
+  bool ok = src.dim() == index.dim();
+  for (int64_t q = 0; ok && q < src.dim(); ++q) ok = index.shape()[q] <= src.shape()[q];
+  SAMBA_CHECK(ok, Status::ShapeMismatch,
+              "{}: index of shape {} must have src's rank and be no larger than src {}", what,
+              dims_str(index.shape()), dims_str(src.shape()));
+}
+
+// The gradient of scatter's and scatter_add's src: the incoming gradient read
+// at the index, zero where src lies outside the index.
+Tensor scattered_src_grad(const GradContext& c) {
+  if (!c.needs_grad(2)) return Tensor();
+  const Tensor &index = c.inputs[1], &src = c.inputs[2];
+  Tensor gsrc = call1("gather", {c.grad_outputs[0], index}, {{"dim", c.attrs.i("dim")}});
+  if (src.shape() == index.shape()) return gsrc;
+  std::vector<int64_t> pad;
+  for (int64_t q = src.dim() - 1; q >= 0; --q)
+    pad.push_back(0), pad.push_back(src.shape()[q] - index.shape()[q]);
+  return call1("pad", {gsrc}, {{"pad", pad}});
+}
+
+// The schema scatter and scatter_add share; the caller adds kernel and gradient.
+OpBuilder scatter_op(OpRegistry& r, const char* name, std::string doc) {
+  OpBuilder b = r.def(name);
+  b.doc(std::move(doc))
+      .input("x")
+      .input("index", "integer indices with x's rank (not differentiable)")
+      .input("src")
+      .required_attr("dim", AttrType::Int)
+      .fusion(Fusion::Opaque)
+      .infer([name](const InferContext& c) -> std::vector<TensorMeta> {
+        check_scatter_shapes(c, name);
+        return {meta_of(c.inputs[0])};
+      });
+  return b;
+}
+
+// out = x, then run(walk, src in out's dtype, index values, out) combines src in.
+template <typename F>
+void scatter_kernel(KernelContext& c, const char* what, F run) {
+  const Tensor &x = c.inputs[0], &index = c.inputs[1], &out = c.outputs[0];
+  const int64_t d = wrap_dim(c.attrs.i("dim"), x.dim(), what);
+  const IndexValues idx(index, x.shape()[d], what, d);
+  out.copy_from(x);
+  if (idx.empty()) return;
+  const Tensor src = as_dtype(c.inputs[2], out.dtype()).contiguous();
+  run(DimWalk(index.shape(), out.shape(), src.shape(), d), src, idx.data(), out);
+}
+
 void register_index_ops(OpRegistry& r) {
   r.def("index_select")
       .doc(
@@ -447,53 +499,48 @@ void register_index_ops(OpRegistry& r) {
                 Tensor()};
       });
 
-  r.def("scatter_add")
-      .doc(
-          "A copy of x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim 1 (likewise "
-          "for any dim); src may be larger than the index, whose extent is what is read.")
-      .input("x")
-      .input("index", "integer indices with x's rank (not differentiable)")
-      .input("src")
-      .required_attr("dim", AttrType::Int)
-      .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        const Tensor &x = c.inputs[0], &index = c.inputs[1], &src = c.inputs[2];
-        aligned_index_dim(x, index, c.attrs.i("dim"), "scatter_add");
-        bool ok = src.dim() == index.dim();
-        for (int64_t q = 0; ok && q < src.dim(); ++q) ok = index.shape()[q] <= src.shape()[q];
-        SAMBA_CHECK(
-            ok, Status::ShapeMismatch,
-            "scatter_add: index of shape {} must have src's rank and be no larger than src {}",
-            dims_str(index.shape()), dims_str(src.shape()));
-        return {meta_of(x)};
-      })
+  scatter_op(r, "scatter_add",
+             "A copy of x with src[i][j][k] added at x[i][index[i][j][k]][k] for dim 1 (likewise "
+             "for any dim); src may be larger than the index, whose extent is what is read.")
       .kernel([](KernelContext& c) {
-        const Tensor &x = c.inputs[0], &index = c.inputs[1], &out = c.outputs[0];
-        const int64_t d = wrap_dim(c.attrs.i("dim"), x.dim(), "scatter_add");
-        const IndexValues idx(index, x.shape()[d], "scatter_add", d);
-        out.copy_from(x);
-        if (idx.empty()) return;
-        Tensor src = as_dtype(c.inputs[2], out.dtype());
-        DimWalk w(index.shape(), out.shape(), src.shape(), d);
-        SAMBA_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
-          scatter_add_loop<scalar_t, acc_t<scalar_t>>(w, src.data<scalar_t>(), idx.data(),
-                                                      out.data<scalar_t>());
+        scatter_kernel(c, "scatter_add", [](const DimWalk& w, const Tensor& src,
+                                            const int64_t* idx, const Tensor& out) {
+          SAMBA_DISPATCH_NUMERIC(out.dtype(), "scatter_add", [&] {
+            using A = acc_t<scalar_t>;
+            scatter_loop(w, src.data<scalar_t>(), idx, out.data<scalar_t>(),
+                         [](scalar_t& d, scalar_t v) {
+                           d = static_cast<scalar_t>(static_cast<A>(d) + static_cast<A>(v));
+                         });
+          });
         });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor& g = c.grad_outputs[0];
-        const Tensor &index = c.inputs[1], &src = c.inputs[2];
-        Tensor gsrc;
-        if (c.needs_grad(2)) {
-          gsrc = call1("gather", {g, index}, {{"dim", c.attrs.i("dim")}});
-          if (src.shape() != index.shape()) {
-            std::vector<int64_t> pad;  // zeros where src lies outside the index
-            for (int64_t q = src.dim() - 1; q >= 0; --q)
-              pad.push_back(0), pad.push_back(src.shape()[q] - index.shape()[q]);
-            gsrc = call1("pad", {gsrc}, {{"pad", pad}});
-          }
-        }
-        return {c.needs_grad(0) ? g : Tensor(), Tensor(), gsrc};
+        return {c.needs_grad(0) ? g : Tensor(), Tensor(), scattered_src_grad(c)};
+      });
+
+  scatter_op(r, "scatter",
+             "A copy of x with src[i][j][k] written at x[i][index[i][j][k]][k] for dim 1 (likewise "
+             "for any dim); src may be larger than the index, whose extent is what is read. Where "
+             "an index repeats along dim the last write wins.")
+      .kernel([](KernelContext& c) {
+        scatter_kernel(c, "scatter", [](const DimWalk& w, const Tensor& src, const int64_t* idx,
+                                        const Tensor& out) {
+          dispatch_by_size(out.dtype(), [&](auto tag) {
+            using T = decltype(tag);
+            scatter_loop(w, static_cast<const T*>(src.raw_data()), idx,
+                         static_cast<T*>(out.raw_data()), [](T& d, T v) { d = v; });
+          });
+        });
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        const Tensor& g = c.grad_outputs[0];
+        const Tensor& index = c.inputs[1];
+        Tensor gx;  // the overwritten positions get nothing
+        if (c.needs_grad(0))
+          gx = call1("scatter", {g, index, zeros_of(index.shape(), g.dtype())},
+                     {{"dim", c.attrs.i("dim")}});
+        return {gx, Tensor(), scattered_src_grad(c)};
       });
 }
 

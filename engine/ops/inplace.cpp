@@ -2,6 +2,7 @@
 // add_ (gradient accumulation) and copy_ (writing a computed gradient into
 // the parameter's gradient tensor). They return nothing and have no
 // gradient: they change model state, they are not part of the math.
+#include <cmath>
 #include <cstring>
 
 #include "engine/ops/operands.h"
@@ -37,7 +38,9 @@ void register_inplace(OpRegistry& r) {
       });
 
   r.def("add_")
-      .doc("x += alpha * y in place; y broadcasts to x's shape and is converted to x's dtype.")
+      .doc(
+          "x += alpha * y in place; y broadcasts to x's shape and is converted to x's dtype (an "
+          "integer x needs a whole alpha).")
       .mutated_input("x")
       .input("y")
       .attr("alpha", AttrType::Float, 1.0, "multiplier of y")
@@ -47,15 +50,21 @@ void register_inplace(OpRegistry& r) {
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         SAMBA_CHECK(c.inputs[0].defined(), Status::NullPointer, "add_: x is missing");
         check_into("add_", c.inputs[0], c.inputs[1]);
-        SAMBA_CHECK(is_floating(c.inputs[0].dtype()), Status::DTypeMismatch,
-                    "add_: x must have a floating dtype, got {}", dtype_name(c.inputs[0].dtype()));
+        const DType dt = c.inputs[0].dtype();
+        SAMBA_CHECK(dt != DType::Bool, Status::DTypeMismatch,
+                    "add_: x must have a numeric dtype, got bool");
+        // Integer buffers (a batch counter) step by whole numbers, as in torch.
+        const double alpha = c.attrs.f("alpha");
+        SAMBA_CHECK(is_floating(dt) || alpha == std::trunc(alpha), Status::InvalidArgument,
+                    "add_: x has dtype {}, so alpha must be a whole number, got {}",
+                    dtype_name(dt), alpha);
         return {};
       })
       .kernel([](KernelContext& c) {
         const Tensor& x = c.inputs[0];
         const Tensor y = as_dtype(c.inputs[1], x.dtype());
         const double alpha = c.attrs.f("alpha");
-        SAMBA_DISPATCH_FLOAT(x.dtype(), "add_", [&] {
+        SAMBA_DISPATCH_NUMERIC(x.dtype(), "add_", [&] {
           using A = acc_t<scalar_t>;
           const A a = static_cast<A>(alpha);
           binary_loop<scalar_t, scalar_t>(x, x, y, [a](A u, A v) { return u + a * v; });

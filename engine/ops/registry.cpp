@@ -33,9 +33,10 @@ const AttrSpec* OpDef::find_attr(std::string_view n) const {
 }
 
 // Converts a user value to the schema's type where the meaning is unambiguous.
-static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& v) {
+static AttrValue coerce(const AttrSpec& spec, const AttrValue& v, std::string_view what,
+                        std::string_view name) {
   auto bad = [&]() -> AttrValue {
-    fail(Status::InvalidArgument, "op '{}': attribute '{}' expects {}, got {} {}", op.name, spec.name,
+    fail(Status::InvalidArgument, "{} '{}' expects {}, got {} {}", what, name,
          attr_type_name(spec.type), attr_value_kind(v), attr_value_str(v));
   };
   if (std::holds_alternative<std::monostate>(v)) {
@@ -46,6 +47,14 @@ static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& 
     case AttrType::Int:
       if (std::holds_alternative<int64_t>(v)) return v;
       if (auto* b = std::get_if<bool>(&v)) return int64_t{*b};
+      if (auto* d = std::get_if<double>(&v)) {
+        // -2^63 and 2^63 are exact doubles; every double in between that has
+        // no fraction is an int64 exactly.
+        SAMBA_CHECK(std::isfinite(*d) && *d == std::trunc(*d) && *d >= -0x1p63 && *d < 0x1p63,
+                    Status::InvalidArgument, "{} '{}' must be an integer in [-2^63, 2^63), got {}",
+                    what, name, *d);
+        return static_cast<int64_t>(*d);
+      }
       return bad();
     case AttrType::Float:
       if (std::holds_alternative<double>(v)) return v;
@@ -72,16 +81,29 @@ static AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& 
       if (std::holds_alternative<DType>(v)) return v;
       if (auto* s = std::get_if<std::string>(&v)) {
         if (auto d = dtype_from_name(*s)) return *d;
-        fail(Status::InvalidArgument, "op '{}': attribute '{}': unknown dtype name '{}'", op.name, spec.name, *s);
+        fail(Status::InvalidArgument, "{} '{}': unknown dtype name '{}'", what, name, *s);
       }
       if (auto* i = std::get_if<int64_t>(&v)) {
         if (is_valid_dtype(static_cast<int32_t>(*i))) return static_cast<DType>(*i);
-        fail(Status::InvalidArgument, "op '{}': attribute '{}': {} is not a dtype code (0..{})", op.name,
-             spec.name, *i, kNumDTypes - 1);
+        fail(Status::InvalidArgument, "{} '{}': {} is not a dtype code (0..{})", what, name, *i,
+             kNumDTypes - 1);
       }
       return bad();
   }
   return bad();
+}
+
+AttrValue check_attr_value(const AttrSpec& spec, const AttrValue& v, std::string_view what,
+                           std::string_view name) {
+  AttrValue value = coerce(spec, v, what, name);
+  if (!spec.range) return value;
+  const double x = std::holds_alternative<double>(value) ? std::get<double>(value)
+                   : std::holds_alternative<int64_t>(value)
+                       ? static_cast<double>(std::get<int64_t>(value))
+                       : 0.0;
+  SAMBA_CHECK(spec.range->contains(x), Status::InvalidArgument, "{} '{}' must be {}, got {}", what,
+              name, spec.range->str(), x);
+  return value;
 }
 
 bool AttrRange::contains(double v) const {
@@ -110,11 +132,11 @@ Attrs OpDef::resolve(const Attrs& given) const {
   for (const auto& spec : attrs) {
     const AttrValue* v = given.find(spec.name);
     if (v && !std::holds_alternative<std::monostate>(*v)) {
-      AttrValue value = coerce(*this, spec, *v);
-      if (const double* x = std::get_if<double>(&value); x && spec.range)
-        SAMBA_CHECK(spec.range->contains(*x), Status::InvalidArgument, "op '{}': {} must be {}, got {}", name,
-                    spec.name, spec.range->str(), *x);
-      out.set(spec.name, std::move(value));
+      try {
+        out.set(spec.name, check_attr_value(spec, *v, "attribute", spec.name));
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("op '{}': {}", name, e.what()));
+      }
     } else if (!std::holds_alternative<std::monostate>(spec.default_value) || spec.optional) {
       out.set(spec.name, spec.default_value);
     } else {
@@ -220,11 +242,19 @@ OpBuilder& OpBuilder::attr_role(std::string_view name, AttrRole role) {
     }
   fail(Status::Internal, "op '{}': attr_role names unknown attribute '{}'", d_.name, name);
 }
+OpBuilder& OpBuilder::range(std::string_view name, AttrRange range) {
+  for (auto& a : d_.attrs)
+    if (a.name == name) {
+      SAMBA_CHECK(a.type == AttrType::Float || a.type == AttrType::Int, Status::Internal,
+                  "op '{}': range given for attribute '{}', which is not a number", d_.name, name);
+      a.range = range;
+      return *this;
+    }
+  fail(Status::Internal, "op '{}': range names unknown attribute '{}'", d_.name, name);
+}
 OpBuilder& OpBuilder::argin(std::string_view name, AttrRange range) {
   attr_role(name, AttrRole::Hyperparam);
-  for (auto& a : d_.attrs)
-    if (a.name == name) a.range = range;
-  return *this;
+  return this->range(name, range);
 }
 OpBuilder& OpBuilder::flops(FlopsFn f) { d_.flops = std::move(f); return *this; }
 OpBuilder& OpBuilder::infer(InferFn f) { d_.infer = std::move(f); return *this; }

@@ -65,8 +65,20 @@ struct AttrSpec {
   bool optional = false;    // may be absent; kernels test attrs.has(name)
   std::string doc;
   AttrRole role = AttrRole::Plain;
-  std::optional<AttrRange> range = std::nullopt;  // checked by OpDef::resolve
+  std::optional<AttrRange> range = std::nullopt;  // checked by check_attr_value
 };
+
+// The one check of a value given for attribute `spec`, whatever the path that
+// gives it: eager calls and tracing (OpDef::resolve), PEF kernels at load,
+// run-time argins (run and set_argin) and optimizer hyperparameters. Returns
+// the value converted to the schema's type where the meaning is unambiguous
+// (an int for a float, 0 or 1 for a bool, an integral float in int64's range
+// for an int, so argins given as doubles can feed seeds); refuses any other
+// type, and a number outside the schema's range (NaN and infinities are
+// outside every range). Messages start "<what> '<name>'" ("argin 'lr' must
+// be >= 0, got -1").
+AttrValue check_attr_value(const AttrSpec& spec, const AttrValue& v, std::string_view what,
+                           std::string_view name);
 
 struct OutputSpec {
   std::string name;
@@ -167,6 +179,8 @@ class OpBuilder {
   OpBuilder& view_of_contiguous();
   // Gives the already declared attribute `name` a run-time role.
   OpBuilder& attr_role(std::string_view name, AttrRole role);
+  // Restricts the already declared numeric attribute `name` to `range`.
+  OpBuilder& range(std::string_view name, AttrRange range);
   // Marks the already declared numeric attribute `name` as a run-time argin
   // (AttrRole::Hyperparam) accepting `range`.
   OpBuilder& argin(std::string_view name, AttrRange range);

@@ -130,9 +130,16 @@ AttrValue value(fb::Value type, const void* h, const std::string& what) {
        static_cast<int>(type), static_cast<int>(fb::Value::MAX));
 }
 
+// More attributes than any op or materializer has: Attrs looks names up one
+// by one, so a call with many attributes would cost their count squared.
+constexpr flatbuffers::uoffset_t kMaxAttrs = 256;
+
 Attrs attrs(const FbTables<fb::Attr>* v, const std::string& what) {
   Attrs out;
   if (!v) return out;
+  SAMBA_CHECK(v->size() <= kMaxAttrs, Status::CorruptFile,
+              "{}: {} attributes, more than the {} any op or materializer takes", what, v->size(),
+              kMaxAttrs);
   for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) {
     const fb::Attr* a = v->Get(i);
     std::string name = str(a->name());
@@ -223,10 +230,15 @@ GraphDesc graph(const fb::Graph& g) {
   return d;
 }
 
-// Checks a blob's declared size against every tensor that takes its contents,
-// before any decompression: a zip bomb attached to a tensor is refused
-// without work.
-void check_blob_sizes(const ProgramDesc& p, const FbTables<fb::Blob>& blobs) {
+// Which blobs tensors take their contents from; the others are never
+// decompressed. Checks each used blob's declared size against every tensor
+// that takes it, and their total against the memory plan, before any
+// decompression: the device holds every tensor with contents in its
+// arenas, so a file whose blobs decode to more than the plan's peak is a
+// zip bomb, refused without work.
+std::vector<bool> used_blobs(const ProgramDesc& p, const FbTables<fb::Blob>& blobs) {
+  std::vector<bool> used(blobs.size(), false);
+  uint64_t total = 0;
   for (size_t i = 0; i < p.tensors.size(); ++i) {
     const TensorDesc& t = p.tensors[i];
     if (t.blob < 0 || static_cast<size_t>(t.blob) >= blobs.size())
@@ -235,7 +247,15 @@ void check_blob_sizes(const ProgramDesc& p, const FbTables<fb::Blob>& blobs) {
     SAMBA_CHECK(size == t.nbytes, Status::CorruptFile,
                 "tensor {} '{}': blob {} holds {} bytes, but the tensor has nbytes {}", i, t.name,
                 t.blob, size, t.nbytes);
+    if (used[static_cast<size_t>(t.blob)]) continue;
+    used[static_cast<size_t>(t.blob)] = true;
+    SAMBA_CHECK(!__builtin_add_overflow(total, size, &total) && total <= p.memory.peak_bytes,
+                Status::CorruptFile,
+                "blobs: the blobs tensors use decode to more than the memory plan's peak of {} bytes "
+                "(blob {} of {} bytes, for tensor {} '{}', goes past it)",
+                p.memory.peak_bytes, t.blob, size, i, t.name);
   }
+  return used;
 }
 
 std::vector<uint8_t> blob_bytes(const fb::Blob& b, size_t index) {
@@ -262,19 +282,21 @@ std::vector<uint8_t> blob_bytes(const fb::Blob& b, size_t index) {
   return data;
 }
 
-// Decodes every blob, spread over the pool when there is enough to do. The
-// error reported is the one of the lowest blob index, whatever thread
-// found it first.
-std::vector<BlobDesc> blobs(const FbTables<fb::Blob>& v) {
+// Decodes the used blobs, spread over the pool when there is enough to do;
+// unused ones stay empty. The error reported is the one of the lowest blob
+// index, whatever thread found it first.
+std::vector<BlobDesc> blobs(const FbTables<fb::Blob>& v, const std::vector<bool>& used) {
   std::vector<BlobDesc> out(v.size());
   std::vector<std::optional<Error>> errors(v.size());
   uint64_t total = 0;
-  for (const fb::Blob* b : v) total += b->data() ? b->data()->size() : 0;
+  for (flatbuffers::uoffset_t i = 0; i < v.size(); ++i)
+    if (used[i] && v.Get(i)->data()) total += v.Get(i)->data()->size();
   constexpr uint64_t kWorthThreads = 1u << 20;
   parallel_for(
       static_cast<int64_t>(v.size()), total < kWorthThreads ? INT64_MAX : 1,
       [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
+          if (!used[static_cast<size_t>(i)]) continue;
           try {
             out[i].data =
                 blob_bytes(*v.Get(static_cast<flatbuffers::uoffset_t>(i)), static_cast<size_t>(i));
@@ -355,8 +377,7 @@ ProgramDesc convert(const fb::Program& root) {
   if (const auto* v = root.metadata())
     for (const fb::MetadataEntry* e : *v) p.metadata.emplace_back(str(e->key()), str(e->value()));
   if (const auto* v = root.blobs()) {
-    check_blob_sizes(p, *v);
-    p.blobs = blobs(*v);
+    p.blobs = blobs(*v, used_blobs(p, *v));
   }
   return p;
 }

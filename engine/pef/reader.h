@@ -14,8 +14,12 @@ namespace samba::pef {
 // format version (a newer major is refused with VersionMismatch naming both
 // versions; any minor of this runtime's major is accepted), the FlatBuffers
 // verifier (offsets, sizes, nesting depth and table count bounded), the
-// conversion (enum codes, union kinds, blob decompression capped at each
-// blob's declared size and its XXH64 checksum) and last verify_program.
+// conversion (enum codes, union kinds, at most 256 attributes per op call,
+// blob decompression of only the blobs tensors use, capped at each blob's
+// declared size, their total at the memory plan's peak, and checked with
+// its XXH64 checksum; blobs no tensor uses are left empty) and last
+// verify_program. Work and memory grow linearly with the file's size, plus
+// the decompressed blobs.
 // Throws CorruptFile naming the field and index at fault; never reads out
 // of bounds, whatever the bytes.
 ProgramDesc parse_pef(std::span<const uint8_t> bytes);

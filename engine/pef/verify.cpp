@@ -29,9 +29,18 @@ void check_attr_value(const AttrValue& v, std::string_view where) {
               kNumDTypes - 1);
 }
 
-namespace {
-
-}  // namespace
+bool is_contiguous_run(const Dims& shape, const Dims& strides) {
+  if (strides.size() != shape.size()) return false;
+  for (int64_t d : shape)
+    if (d == 0) return true;
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    if (__builtin_mul_overflow(expected, shape[d], &expected)) return false;
+  }
+  return true;
+}
 
 void verify_materializers(const ProgramDesc& p) {
   for (size_t i = 0; i < p.materializers.size(); ++i) {

@@ -1,6 +1,8 @@
 // verify_program, computation half: kernels and their op calls against the
 // registry, argins and bindings, sections, the schedule and graphs.
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/core/tensor.h"
 #include "engine/pef/verify_internal.h"
@@ -14,6 +16,17 @@ struct AccessMarks {
   std::vector<int64_t> read, write;
   explicit AccessMarks(size_t tensors) : read(tensors, 0), write(tensors, 0) {}
 };
+
+std::optional<ArginKind> argin_kind_of(AttrRole role) {
+  switch (role) {
+    case AttrRole::DropoutRate: return ArginKind::DropoutRate;
+    case AttrRole::DropoutSeed: return ArginKind::DropoutSeed;
+    case AttrRole::Hyperparam: return ArginKind::Hyperparam;
+    case AttrRole::Plain:
+    case AttrRole::RngOffset: break;
+  }
+  return std::nullopt;
+}
 
 void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b,
                    const std::string& where) {
@@ -30,6 +43,18 @@ void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b
   if (!fits)
     corrupt("{}: attribute '{}' ({}) cannot take argin {} '{}' (default {})", where, b.attr,
             attr_type_name(spec->type), b.argin, a.name, attr_value_str(a.default_value));
+  // The op's inference ran on the compiled value; only attributes that
+  // cannot change shapes (rates, seeds, hyperparameters) may change at run
+  // time, and each from an argin of its own kind (so that its range is
+  // checked when it is set).
+  const std::optional<ArginKind> kind = argin_kind_of(spec->role);
+  if (!kind)
+    corrupt("{}: binds attribute '{}' to argin {} '{}', but op '{}' fixes '{}' at compile time "
+            "(only dropout rates and seeds and hyperparameters take argins)",
+            where, b.attr, b.argin, a.name, def.name, b.attr);
+  if (a.kind != *kind)
+    corrupt("{}: attribute '{}' takes a {} argin, but argin {} '{}' is a {}", where, b.attr,
+            argin_kind_name(*kind), b.argin, a.name, argin_kind_name(a.kind));
 }
 
 // Input and output counts against the schema, and each tensor against the
@@ -60,6 +85,14 @@ void check_op_tensors(const ProgramDesc& p, const OpDef& def, const OpCall& c,
     if (spec.mutated && marks.write[t] != stamp)
       corrupt("{}: {} {} is updated in place but missing from the kernel's writes", where, field,
               tensor_label(p, c.inputs[i]));
+    // Views are the only tensors with strides of their own; a kernel that
+    // does not read strides walks numel elements from the view's offset.
+    const TensorDesc& td = p.tensors[t];
+    if (!def.strided_inputs && td.role == TensorRole::Alias &&
+        !is_contiguous_run(td.shape, td.strides))
+      corrupt("{}: {} {} is a view with strides {}, but op '{}' reads its inputs contiguous ({})",
+              where, field, tensor_label(p, c.inputs[i]), dims_str(td.strides), def.name,
+              dims_str(contiguous_strides(td.shape)));
   }
   bool variadic_out = !def.outputs.empty() && def.outputs.back().variadic;
   size_t fixed_out = def.outputs.size() - (variadic_out ? 1 : 0);
@@ -107,7 +140,7 @@ void check_op_types(const ProgramDesc& p, const OpDef& def, const OpCall& c, con
               tensor_label(p, c.outputs[i]), dtype_name(td.dtype), dims_str(td.shape),
               dtype_name(metas[i].dtype), dims_str(metas[i].shape));
     // Kernels write their outputs as contiguous buffers.
-    if (td.role == TensorRole::Alias && td.strides != contiguous_strides(td.shape))
+    if (td.role == TensorRole::Alias && !is_contiguous_run(td.shape, td.strides))
       corrupt("{}: output {} {} is a view with strides {}; the op writes contiguous {}", where, i,
               tensor_label(p, c.outputs[i]), dims_str(td.strides),
               dims_str(contiguous_strides(td.shape)));
@@ -125,6 +158,9 @@ void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& mar
     }
     corrupt("{}: unknown op '{}'", where, c.op);
   }
+  if (!def->kernel)
+    corrupt("{}: op '{}' is a view and has no kernel; a view is an alias tensor, not a kernel's op",
+            where, c.op);
   check_op_tensors(p, *def, c, marks, stamp, where);
   for (const auto& [name, v] : c.attrs.items())
     check_attr_value(v, fmt::format("{} attribute '{}'", where, name));
@@ -135,7 +171,12 @@ void check_op_call(const ProgramDesc& p, const OpCall& c, const AccessMarks& mar
     corrupt("{}: {}", where, e.what());
   }
   check_op_types(p, *def, c, resolved, where);
-  for (const ArginBinding& b : c.bindings) check_binding(p, *def, b, where);
+  std::unordered_set<std::string_view> bound;
+  for (const ArginBinding& b : c.bindings) {
+    check_binding(p, *def, b, where);
+    if (!bound.insert(b.attr).second)
+      corrupt("{}: attribute '{}' is bound to an argin twice", where, b.attr);
+  }
 }
 
 }  // namespace
@@ -151,16 +192,22 @@ void verify_kernels(const ProgramDesc& p) {
       corrupt("{}: fusion code {} is not a fusion class", label, static_cast<int>(kd.fusion));
     if (kd.ops.empty()) corrupt("{}: has no ops", label);
     int64_t stamp = static_cast<int64_t>(k) + 1;
-    for (size_t i = 0; i < kd.reads.size(); ++i) {
-      check_index(kd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i),
-                  "tensors");
-      marks.read[static_cast<size_t>(kd.reads[i])] = stamp;
-    }
-    for (size_t i = 0; i < kd.writes.size(); ++i) {
-      check_index(kd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
-                  "tensors");
-      marks.write[static_cast<size_t>(kd.writes[i])] = stamp;
-    }
+    // Each tensor once per list: the runtime orders kernels by their
+    // accesses, and repeats would only multiply that work.
+    auto mark = [&](const std::vector<int32_t>& list, std::vector<int64_t>& marked,
+                    std::string_view field) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        check_index(list[i], p.tensors.size(), false, label, fmt::format("{}[{}]", field, i),
+                    "tensors");
+        int64_t& m = marked[static_cast<size_t>(list[i])];
+        if (m == stamp)
+          corrupt("{}: {}[{}] lists {} again; a kernel lists each tensor it {} once", label, field,
+                  i, tensor_label(p, list[i]), field == "reads" ? "reads" : "writes");
+        m = stamp;
+      }
+    };
+    mark(kd.reads, marks.read, "reads");
+    mark(kd.writes, marks.write, "writes");
     for (size_t o = 0; o < kd.ops.size(); ++o)
       check_op_call(p, kd.ops[o], marks, stamp,
                     fmt::format("{} op {} '{}'", label, o, kd.ops[o].op));
@@ -193,6 +240,7 @@ void verify_argins(const ProgramDesc& p) {
 
 void verify_sections_and_schedule(const ProgramDesc& p) {
   std::unordered_map<int32_t, size_t> ids;
+  std::vector<size_t> listed_in(p.kernels.size(), SIZE_MAX), listed_at(p.kernels.size(), 0);
   for (size_t s = 0; s < p.sections.size(); ++s) {
     const SectionDesc& sd = p.sections[s];
     std::string label = fmt::format("section {} '{}'", s, sd.name);
@@ -202,9 +250,23 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       corrupt("{}: type code {} is not a section type (0..{})", label, static_cast<int>(sd.type),
               kNumSectionTypes - 1);
     check_index(sd.graph, p.graphs.size(), false, label, "graph", "graphs");
-    for (size_t i = 0; i < sd.kernels.size(); ++i)
+    for (size_t i = 0; i < sd.kernels.size(); ++i) {
       check_index(sd.kernels[i], p.kernels.size(), false, label, fmt::format("kernels[{}]", i),
                   "kernels");
+      // A kernel's arguments are one set per run: two places of one
+      // section, or of two sections a spatial graph runs as one unit,
+      // could run it concurrently on them.
+      const size_t k = static_cast<size_t>(sd.kernels[i]);
+      if (listed_in[k] == s)
+        corrupt("{}: kernels[{}] is kernel {} again (kernels[{}]); a section runs a kernel once",
+                label, i, k, listed_at[k]);
+      if (listed_in[k] != SIZE_MAX)
+        corrupt("{}: kernels[{}] is kernel {} '{}', already in section {} '{}'; a kernel belongs "
+                "to one section", label, i, k, p.kernels[k].name, listed_in[k],
+                p.sections[listed_in[k]].name);
+      listed_in[k] = s;
+      listed_at[k] = i;
+    }
     for (size_t i = 0; i < sd.reads.size(); ++i)
       check_index(sd.reads[i], p.tensors.size(), false, label, fmt::format("reads[{}]", i),
                   "tensors");
@@ -212,6 +274,7 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       check_index(sd.writes[i], p.tensors.size(), false, label, fmt::format("writes[{}]", i),
                   "tensors");
   }
+  std::vector<size_t> called_by(p.sections.size(), SIZE_MAX);
   for (size_t c = 0; c < p.schedule.size(); ++c) {
     const CallDesc& cd = p.schedule[c];
     std::string label = fmt::format("schedule call {} (id {})", c, cd.id);
@@ -221,6 +284,13 @@ void verify_sections_and_schedule(const ProgramDesc& p) {
       corrupt("{}: call id {} is not its position {} (call ids are 0..{} in order)", label, cd.id,
               c, p.schedule.size() - 1);
     check_index(cd.section, p.sections.size(), false, label, "section", "sections");
+    // A graph mapped spatially runs its scheduled sections as one unit:
+    // calling a section twice would repeat its kernels in it.
+    const size_t s = static_cast<size_t>(cd.section);
+    if (called_by[s] != SIZE_MAX)
+      corrupt("{}: calls section {} '{}' again (call {}); the schedule calls each section once",
+              label, s, p.sections[s].name, called_by[s]);
+    called_by[s] = c;
   }
 }
 
@@ -256,6 +326,69 @@ void check_micro_batches(const ProgramDesc& p, const GraphDesc& gd, const std::s
   for (int32_t t : gd.inputs) check_buffer(t);
   for (int32_t t : gd.outputs) check_buffer(t);
   for (int32_t t : gd.output_grads) check_buffer(t);
+}
+
+// The runtime gives each batch-major input and output of a graph that
+// splits its batch one buffer of all its micro-batches (the first such
+// graph's count when several list it), and while a micro-batched section
+// runs micro-batch k, every such tensor views its k-th slice. A section may
+// therefore only touch tensors held for at least as many micro-batches as
+// its graph runs.
+void check_micro_batch_slices(const ProgramDesc& p) {
+  std::vector<int64_t> held(p.tensors.size(), 0);  // micro-batches; 0: not split
+  std::vector<size_t> held_by(p.tensors.size(), 0);
+  for (size_t g = 0; g < p.graphs.size(); ++g) {
+    const GraphDesc& gd = p.graphs[g];
+    if (!splits_batch(gd)) continue;
+    const int64_t n = gd.batch_size / gd.micro_batch_size;
+    auto hold = [&](int32_t t) {
+      if (t < 0) return;
+      const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+      if (td.batch_dim != 0 || td.role == TensorRole::Alias || held[static_cast<size_t>(t)] > 0)
+        return;
+      int64_t rows = 0;
+      if (__builtin_mul_overflow(td.shape[0], n, &rows))
+        corrupt("graph {} '{}': {} has {} rows per micro-batch; {} micro-batches of them overflow "
+                "a dim", g, gd.name, tensor_label(p, t), td.shape[0], n);
+      held[static_cast<size_t>(t)] = n;
+      held_by[static_cast<size_t>(t)] = g;
+    };
+    for (int32_t t : gd.inputs) hold(t);
+    for (int32_t t : gd.outputs) hold(t);
+    for (int32_t t : gd.output_grads) hold(t);
+  }
+  // Per kernel, the fewest micro-batches of any split tensor it touches
+  // (through a view, its base's): each kernel is looked at once, however
+  // many sections list it.
+  std::vector<int64_t> fewest(p.kernels.size(), INT64_MAX);
+  std::vector<int32_t> fewest_tensor(p.kernels.size(), -1);
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    for (const auto* list : {&p.kernels[k].reads, &p.kernels[k].writes})
+      for (int32_t t : *list) {
+        const TensorDesc& td = p.tensors[static_cast<size_t>(t)];
+        const int32_t root = td.role == TensorRole::Alias ? td.alias_of : t;
+        const int64_t n = held[static_cast<size_t>(root)];
+        if (n > 0 && n < fewest[k]) {
+          fewest[k] = n;
+          fewest_tensor[k] = root;
+        }
+      }
+  }
+  for (size_t s = 0; s < p.sections.size(); ++s) {
+    const SectionDesc& sd = p.sections[s];
+    if (!sd.micro_batched) continue;
+    const GraphDesc& gd = p.graphs[static_cast<size_t>(sd.graph)];
+    const int64_t n = gd.batch_size / gd.micro_batch_size;
+    for (int32_t k : sd.kernels) {
+      if (fewest[static_cast<size_t>(k)] >= n) continue;
+      const int32_t t = fewest_tensor[static_cast<size_t>(k)];
+      const size_t h = held_by[static_cast<size_t>(t)];
+      corrupt("section {} '{}': runs {} micro-batches of graph {} '{}', but its kernel {} '{}' "
+              "touches {}, held for the {} micro-batches of graph {} '{}'",
+              s, sd.name, n, sd.graph, gd.name, k, p.kernels[static_cast<size_t>(k)].name,
+              tensor_label(p, t), fewest[static_cast<size_t>(k)], h, p.graphs[h].name);
+    }
+  }
 }
 
 }  // namespace
@@ -314,6 +447,7 @@ void verify_graphs(const ProgramDesc& p) {
       corrupt("{}: mapping code {} is not a mapping (0..{})", label, static_cast<int>(gd.mapping),
               kNumMappings - 1);
   }
+  check_micro_batch_slices(p);
 }
 
 }  // namespace samba::pef::verify_detail

@@ -28,6 +28,12 @@ void check_index(int64_t index, size_t count, bool allow_none, std::string_view 
 // Throws unless the value's dtype (when it holds one) is a valid code.
 void check_attr_value(const AttrValue& v, std::string_view where);
 
+// Whether a kernel can treat a tensor of `shape` viewed with `strides` as
+// one contiguous run of numel elements from its offset, as Tensor's
+// is_contiguous does: dims of size 1 may have any stride, and an empty
+// tensor touches nothing. Computed with overflow checks.
+bool is_contiguous_run(const Dims& shape, const Dims& strides);
+
 void verify_tensors(const ProgramDesc& p);  // tensors, regions, overlap, memory plan, blobs
 void verify_materializers(const ProgramDesc& p);
 void verify_kernels(const ProgramDesc& p);

@@ -53,6 +53,11 @@ void check_alias(const ProgramDesc& p, size_t i, const std::string& label, uint6
   if (t.mem != base.mem)
     corrupt("{}: mem {} differs from its base {}'s {}", label, mem_type_name(t.mem), base_label,
             mem_type_name(base.mem));
+  // The runtime builds a view from its base's tensor, which keeps the base's
+  // dtype: strides and offset then count elements of the base's size.
+  if (t.dtype != base.dtype)
+    corrupt("{}: dtype {} differs from its base {}'s {}; a view cannot reinterpret its base's bytes",
+            label, dtype_name(t.dtype), base_label, dtype_name(base.dtype));
   if (t.strides.size() != t.shape.size())
     corrupt("{}: {} strides for a shape of rank {}", label, t.strides.size(), t.shape.size());
   if (t.view_offset < 0) corrupt("{}: view_offset {} is negative", label, t.view_offset);
@@ -152,9 +157,13 @@ struct Extent {
 
 std::string extent_str(const Extent& e) { return fmt::format("[{}, {})", e.begin, e.end); }
 
+// A tensor without a region name is its own region, named after itself (as
+// the compiler's memory plan keys regions), so `region_name="t0"` on t2
+// shares t0's bytes.
+const std::string& region_of(const TensorDesc& t) { return t.region.empty() ? t.name : t.region; }
+
 bool same_region(const ProgramDesc& p, const Extent& a, const Extent& b) {
-  const std::string& ra = p.tensors[a.tensor].region;
-  return !ra.empty() && ra == p.tensors[b.tensor].region;
+  return region_of(p.tensors[a.tensor]) == region_of(p.tensors[b.tensor]);
 }
 
 // Persistent tensors never share bytes (but for one region), and no

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,131 +16,55 @@
 namespace samba {
 namespace {
 
-using Out = fmt::memory_buffer;
+using Json = nlohmann::ordered_json;
 
-void put(Out& out, std::string_view s) { out.append(s.data(), s.data() + s.size()); }
+// Microseconds, the trace-event format's unit; a double keeps nanoseconds
+// exact for traces up to about 100 days.
+double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0.
-size_t utf8_sequence(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t len = 0;
-  uint32_t cp = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0)
-    len = 2, cp = c & 0x1F;
-  else if ((c & 0xF0) == 0xE0)
-    len = 3, cp = c & 0x0F;
-  else if ((c & 0xF8) == 0xF0)
-    len = 4, cp = c & 0x07;
-  else
-    return 0;
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-// A JSON string. Names come from PEFs and applications, so bytes that are
-// not UTF-8 become U+FFFD instead of making the file unreadable.
-void put_string(Out& out, std::string_view s) {
-  out.push_back('"');
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-      ++i;
-    } else if (c < 0x20) {
-      switch (c) {
-        case '\n':
-          put(out, "\\n");
-          break;
-        case '\t':
-          put(out, "\\t");
-          break;
-        case '\r':
-          put(out, "\\r");
-          break;
-        default:
-          fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-      }
-      ++i;
-    } else if (size_t n = utf8_sequence(s, i)) {
-      put(out, s.substr(i, n));
-      i += n;
-    } else {
-      put(out, "\\ufffd");
-      ++i;
-    }
-  }
-  out.push_back('"');
-}
-
-// Microseconds with exact nanoseconds: 1234567 ns -> "1234.567".
-void put_us(Out& out, int64_t ns) {
-  if (ns < 0) {
-    out.push_back('-');
-    ns = -ns;
-  }
-  fmt::format_to(std::back_inserter(out), "{}.{:03}", ns / 1000, ns % 1000);
-}
-
-void put_arg_value(Out& out, const ProfileArg& a) {
+Json arg_value(const ProfileArg& a) {
   switch (a.kind) {
     case ProfileArg::Kind::Int:
-      fmt::format_to(std::back_inserter(out), "{}", a.i);
-      break;
+      return a.i;
     case ProfileArg::Kind::Float:
-      if (std::isfinite(a.f))
-        fmt::format_to(std::back_inserter(out), "{}", a.f);
-      else
-        put_string(out, fmt::format("{}", a.f));  // JSON has no inf or nan
-      break;
+      // JSON has no inf or nan; nlohmann would write null, which loses which.
+      return std::isfinite(a.f) ? Json(a.f) : Json(fmt::format("{}", a.f));
     case ProfileArg::Kind::String:
-      put_string(out, a.str());
-      break;
+      return std::string(a.str());
   }
+  return nullptr;
 }
 
-void put_event(Out& out, const ProfileTrace& t, const ProfileEvent& e) {
-  put(out, "{\"name\":");
-  put_string(out, e.name);
-  put(out, ",\"cat\":");
-  put_string(out, profile_category_name(e.category));
-  put(out, e.phase == ProfilePhase::Complete ? ",\"ph\":\"X\",\"ts\":"
-                                             : ",\"ph\":\"i\",\"s\":\"t\",\"ts\":");
-  put_us(out, e.start_ns - t.start_ns);
-  if (e.phase == ProfilePhase::Complete) {
-    put(out, ",\"dur\":");
-    put_us(out, e.dur_ns);
-  }
-  fmt::format_to(std::back_inserter(out), ",\"pid\":{},\"tid\":{}", t.pid, e.tid);
+Json event_json(const ProfileTrace& t, const ProfileEvent& e) {
+  Json j;
+  j["name"] = std::string(e.name);
+  j["cat"] = std::string(profile_category_name(e.category));
+  const bool complete = e.phase == ProfilePhase::Complete;
+  j["ph"] = complete ? "X" : "i";
+  if (!complete) j["s"] = "t";  // an instant on its thread's track
+  j["ts"] = us(e.start_ns - t.start_ns);
+  if (complete) j["dur"] = us(e.dur_ns);
+  j["pid"] = t.pid;
+  j["tid"] = e.tid;
   if (e.num_args) {
-    put(out, ",\"args\":{");
-    for (uint8_t i = 0; i < e.num_args; ++i) {
-      if (i) out.push_back(',');
-      put_string(out, e.args[i].key());
-      out.push_back(':');
-      put_arg_value(out, e.args[i]);
-    }
-    out.push_back('}');
+    Json& args = j["args"];
+    for (const ProfileArg& a : e.arg_list()) args[std::string(a.key())] = arg_value(a);
   }
-  out.push_back('}');
+  return j;
 }
 
-void put_metadata(Out& out, const ProfileTrace& t, std::string_view what, uint32_t tid,
-                  std::string_view name) {
-  put(out, "{\"name\":");
-  put_string(out, what);
-  fmt::format_to(std::back_inserter(out),
-                 ",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", t.pid, tid);
-  put_string(out, name);
-  put(out, "}}");
+Json metadata_json(const ProfileTrace& t, std::string_view what, uint32_t tid, std::string_view name) {
+  return Json{{"name", std::string(what)},
+              {"ph", "M"},
+              {"pid", t.pid},
+              {"tid", tid},
+              {"args", {{"name", std::string(name)}}}};
+}
+
+// Names come from PEFs and applications: bytes that are not UTF-8 become
+// U+FFFD instead of making the file unreadable.
+void append(std::string& out, const Json& j) {
+  out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 int64_t nearest_rank(const std::vector<int64_t>& sorted, double p) {
@@ -157,23 +83,24 @@ std::string ascii_upper(std::string_view s) {
 
 }  // namespace
 
+// One event at a time into the text, rather than one JSON document of the
+// whole trace: a long capture's millions of events never exist twice.
 std::string chrome_trace_json(const ProfileTrace& t) {
-  Out out;
-  put(out, "{\"traceEvents\":[\n");
-  put_metadata(out, t, "process_name", 0, t.process_name);
+  std::string out = "{\"traceEvents\":[\n";
+  out.reserve(out.size() + 200 * (t.events.size() + t.threads.size() + 1));
+  append(out, metadata_json(t, "process_name", 0, t.process_name));
   for (const ProfileThread& th : t.threads) {
-    put(out, ",\n");
-    put_metadata(out, t, "thread_name", th.tid, th.name);
+    out += ",\n";
+    append(out, metadata_json(t, "thread_name", th.tid, th.name));
   }
   for (const ProfileEvent& e : t.events) {
-    put(out, ",\n");
-    put_event(out, t, e);
+    out += ",\n";
+    append(out, event_json(t, e));
   }
-  fmt::format_to(
-      std::back_inserter(out),
-      "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"wall_ns\":{},\"dropped_events\":{}}}}}\n",
-      t.wall_ns(), t.dropped_events);
-  return fmt::to_string(out);
+  out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
+  append(out, Json{{"wall_ns", t.wall_ns()}, {"dropped_events", t.dropped_events}});
+  out += "}\n";
+  return out;
 }
 
 void write_chrome_trace(const ProfileTrace& trace, const std::string& path) {
@@ -238,7 +165,7 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
   size_t width = 4;
   for (const ProfileStats& r : rows) width = std::max(width, r.name.size());
 
-  Out out;
+  fmt::memory_buffer out;
   auto app = std::back_inserter(out);
   fmt::format_to(app, "Runtime profile: wall time {:.3f} ms, {} events on {} threads",
                  t.wall_ns() / 1e6, t.events.size(), t.threads.size());

@@ -418,7 +418,8 @@ Resolved resolve(const MaterializerDesc& desc, DType dtype, const Dims& shape,
 
   const auto& given = desc.params.items();
   for (size_t i = 0; i < given.size(); ++i) {
-    const auto& [name, value] = given[i];
+    // Not a structured binding: clang before 16 cannot capture one in a lambda.
+    const std::string& name = given[i].first;
     const auto spec = std::find_if(kind->params.begin(), kind->params.end(),
                                    [&](const ParamSpec& p) { return p.name == name; });
     SAMBA_CHECK(spec != kind->params.end(), Status::InvalidArgument,

@@ -2,7 +2,15 @@
 // arena per memory type (DDR, HBM, HOST), laid out by the PEF's memory plan,
 // so moving data between a host tensor and a device tensor is a real copy,
 // as on hardware. Arenas are anonymous mappings: their pages are zero until
-// written and cost nothing until touched.
+// written and cost nothing until touched. Each lies between two guard pages,
+// its end against the second, so an access past either end faults (and,
+// under ASan, is reported from the first byte past the end).
+//
+// Under AddressSanitizer an arena is also fenced to the memory plan: every
+// byte of it that no planned buffer covers (alignment gaps, the slack before
+// its start) is poisoned, so a kernel that reads or writes outside the
+// buffers the plan gave it is reported where it does so, even inside the
+// arena. In other builds the fence compiles to nothing.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +36,18 @@ class DeviceArena {
   std::byte* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Under AddressSanitizer: makes only the `used` (offset, byte count)
+  // extents of the arena addressable; everything else in it is poisoned.
+  // Extents are clipped to the arena. Does nothing in other builds.
+  void fence_outside(const std::vector<std::pair<uint64_t, uint64_t>>& used) const;
+
  private:
+  void release() noexcept;
+
   std::byte* data_ = nullptr;
   size_t size_ = 0;
+  std::byte* mapping_ = nullptr;  // the guard pages included
+  size_t mapped_size_ = 0;
 };
 
 // One area (state or activation) of every memory type.
@@ -41,6 +58,10 @@ class DeviceMemory {
   explicit DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]);
   std::byte* base(pef::MemType m) const { return arenas_[static_cast<int>(m)].data(); }
   size_t size(pef::MemType m) const { return arenas_[static_cast<int>(m)].size(); }
+  // Fences each arena to the root tensors of `program` that live in it:
+  // the activation area's tensors when `activation`, the state area's
+  // otherwise (see DeviceArena::fence_outside). Nothing in other builds.
+  void fence_to_plan(const pef::ProgramDesc& program, bool activation) const;
 
  private:
   DeviceArena arenas_[pef::kNumMemTypes];

@@ -25,6 +25,7 @@ struct ExecutionContext::SectionGraph {
 ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state,
                                    const ExecutionContext* batch_owner)
     : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes), state_(&state) {
+  activation_.fence_to_plan(program_->desc(), /*activation=*/true);
   build_tensors(state);
   build_batch_buffers(batch_owner);
   graphs_.resize(program_->sections().size() + program_->units().size());
@@ -191,6 +192,7 @@ void ExecutionContext::build_batch_buffers(const ExecutionContext* owner) {
     batch_area_ = DeviceArena(total);
   }
   uint64_t at = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // of the buffers, for the fence
   for (auto [t, n] : todo) {
     if (owner) break;
     const auto& td = d.tensors[static_cast<size_t>(t)];
@@ -203,8 +205,10 @@ void ExecutionContext::build_batch_buffers(const ExecutionContext* owner) {
     sp.full = Tensor::view_of(storage, td.dtype, full_shape, contiguous_strides(full_shape), 0);
     sp.micro_numel = numel_of(td.shape);
     splits_.push_back(std::move(sp));
+    extents.emplace_back(at, bytes);
     at += (bytes + 63) / 64 * 64;
   }
+  if (!owner) batch_area_.fence_outside(extents);
   for (size_t i = 0; i < d.tensors.size(); ++i) {
     const auto& td = d.tensors[i];
     if (td.role == pef::TensorRole::Alias && split_of_[td.alias_of] >= 0)

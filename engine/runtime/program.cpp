@@ -1,6 +1,9 @@
 #include "engine/runtime/program.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
 
 #include "engine/core/error.h"
 
@@ -11,8 +14,6 @@ namespace {
 struct ByteRange {
   int32_t space;  // mem type * 2 + (activation ? 1 : 0)
   uint64_t lo, hi;
-  bool overlaps(const ByteRange& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
-  bool covers(const ByteRange& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
 };
 
 struct Access {
@@ -30,8 +31,18 @@ void Program::release_blobs() {
 Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   for (size_t i = 0; i < desc_.tensors.size(); ++i) tensor_by_name_[desc_.tensors[i].name] = static_cast<int32_t>(i);
   for (size_t i = 0; i < desc_.argins.size(); ++i) argin_by_name_[desc_.argins[i].name] = static_cast<int32_t>(i);
+  argin_specs_.resize(desc_.argins.size());
   kernels_.reserve(desc_.kernels.size());
   for (const auto& kd : desc_.kernels) build_kernel(kd);
+  // A default the schema refuses would reach the kernels on the first run,
+  // as set_argin would never let a user value do.
+  for (size_t a = 0; a < desc_.argins.size(); ++a) {
+    try {
+      check_argin(static_cast<int32_t>(a), desc_.argins[a].default_value);
+    } catch (const Error& e) {
+      fail(Status::CorruptFile, "PEF: the default of {}", e.what());
+    }
+  }
   for (const auto& sd : desc_.sections) build_section(sd);
   build_units();
 }
@@ -44,6 +55,19 @@ int32_t Program::find_tensor(std::string_view name) const {
 int32_t Program::find_argin(std::string_view name) const {
   auto it = argin_by_name_.find(std::string(name));
   return it == argin_by_name_.end() ? -1 : it->second;
+}
+
+AttrValue Program::check_argin(int32_t a, const AttrValue& v) const {
+  const std::string& name = desc_.argins.at(static_cast<size_t>(a)).name;
+  const auto& specs = argin_specs_[static_cast<size_t>(a)];
+  // Unbound argins feed no kernel; a finite number keeps them readable.
+  const double* x = std::get_if<double>(&v);
+  SAMBA_CHECK(!specs.empty() || std::holds_alternative<int64_t>(v) || (x && std::isfinite(*x)),
+              Status::InvalidArgument, "argin '{}' takes a finite number, got {}", name,
+              attr_value_str(v));
+  AttrValue checked = v;
+  for (const AttrSpec* spec : specs) checked = check_attr_value(*spec, v, "argin", name);
+  return checked;
 }
 
 int32_t Program::root(int32_t t) const {
@@ -70,7 +94,10 @@ void Program::build_kernel(const pef::KernelDesc& kd) {
     const auto& items = s.attrs.items();
     for (const auto& b : call.bindings)
       for (size_t i = 0; i < items.size(); ++i)
-        if (items[i].first == b.attr) s.bound.push_back({i, b.argin});
+        if (items[i].first == b.attr) {
+          s.bound.push_back({i, b.argin});
+          argin_specs_.at(static_cast<size_t>(b.argin)).push_back(s.op->find_attr(b.attr));
+        }
     for (size_t i = 0; i < items.size(); ++i) {
       const AttrSpec* spec = s.op->find_attr(items[i].first);
       if (spec && spec->role == AttrRole::RngOffset) s.rng_offset_attr = static_cast<int32_t>(i);
@@ -87,27 +114,72 @@ std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_
     const int32_t space = static_cast<int32_t>(base.mem) * 2 + (pef::in_activation_area(base.role) ? 1 : 0);
     return ByteRange{space, base.arena_offset, base.arena_offset + std::max<uint64_t>(base.nbytes, 1)};
   };
+  // Earlier accesses still relevant to later kernels, one entry per byte
+  // range (many kernels reading one weight share it), ordered by where the
+  // range starts. A write that covers an earlier range makes its entry
+  // redundant: whoever comes later and conflicts with it also conflicts
+  // with the covering write, which depends on it. Each access looks only at
+  // the ranges starting less than the longest range's length before it, not
+  // at every earlier access: kernels reading one weight cost one entry.
+  struct Kernels {
+    std::vector<int32_t> readers, writers;  // local indices
+  };
+  using Key = std::tuple<int32_t, uint64_t, uint64_t>;  // space, lo, hi
+  std::map<Key, Kernels> live;
+  uint64_t longest[2 * pef::kNumMemTypes] = {};
   std::vector<std::vector<int32_t>> preds(kernels.size());
-  // Earlier accesses still relevant to later kernels. A write that covers
-  // an earlier access makes it redundant: whoever comes later and conflicts
-  // with it also conflicts with the covering write, which depends on it.
-  std::vector<Access> live;
+  // Byte ranges that overlap in part without covering each other (reused
+  // intermediates) can still make every kernel meet every earlier one. The
+  // list's order is valid to run sequentially, so past a budget linear in
+  // the accesses the kernels simply run in order, one after the other.
+  uint64_t budget = 4096;
+  for (int32_t k : kernels) {
+    const auto& kd = desc_.kernels[static_cast<size_t>(k)];
+    budget += 64 * (1 + kd.reads.size() + kd.writes.size());
+  }
+  uint64_t work = 0;
+  auto in_order = [&] {
+    for (size_t j = 0; j < preds.size(); ++j)
+      preds[j] = j == 0 ? std::vector<int32_t>{} : std::vector<int32_t>{static_cast<int32_t>(j - 1)};
+    return std::move(preds);
+  };
+  std::vector<Access> mine;
   for (size_t j = 0; j < kernels.size(); ++j) {
     const auto& kd = desc_.kernels[static_cast<size_t>(kernels[j])];
-    std::vector<Access> mine;
+    mine.clear();
     for (int32_t t : kd.reads) mine.push_back({range_of(t), static_cast<int32_t>(j), false});
     for (int32_t t : kd.writes) mine.push_back({range_of(t), static_cast<int32_t>(j), true});
     std::vector<int32_t>& p = preds[j];
-    for (const Access& a : mine)
-      for (const Access& r : live)
-        if ((a.write || r.write) && r.kernel != a.kernel && a.range.overlaps(r.range)) p.push_back(r.kernel);
+    for (const Access& a : mine) {
+      const ByteRange& r = a.range;
+      const uint64_t reach = longest[r.space];
+      for (auto it = live.lower_bound({r.space, r.lo > reach ? r.lo - reach : 0, 0});
+           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi; ++it) {
+        ++work;
+        if (std::get<2>(it->first) <= r.lo) continue;
+        p.insert(p.end(), it->second.writers.begin(), it->second.writers.end());
+        if (a.write) p.insert(p.end(), it->second.readers.begin(), it->second.readers.end());
+        work += it->second.writers.size() + (a.write ? it->second.readers.size() : 0);
+      }
+      if (work > budget) return in_order();
+    }
     std::sort(p.begin(), p.end());
     p.erase(std::unique(p.begin(), p.end()), p.end());
-    for (const Access& a : mine)
-      if (a.write)
-        live.erase(std::remove_if(live.begin(), live.end(), [&](const Access& r) { return a.range.covers(r.range); }),
-                   live.end());
-    live.insert(live.end(), mine.begin(), mine.end());
+    for (const Access& a : mine) {
+      if (!a.write) continue;
+      const ByteRange& r = a.range;
+      for (auto it = live.lower_bound({r.space, r.lo, 0});
+           it != live.end() && std::get<0>(it->first) == r.space && std::get<1>(it->first) < r.hi; ++work)
+        it = std::get<2>(it->first) <= r.hi ? live.erase(it) : std::next(it);
+      if (work > budget) return in_order();
+    }
+    for (const Access& a : mine) {
+      const ByteRange& r = a.range;
+      Kernels& k = live[{r.space, r.lo, r.hi}];
+      std::vector<int32_t>& list = a.write ? k.writers : k.readers;
+      if (list.empty() || list.back() != a.kernel) list.push_back(a.kernel);
+      longest[r.space] = std::max(longest[r.space], r.hi - r.lo);
+    }
   }
   return preds;
 }
@@ -126,23 +198,27 @@ void Program::build_section(const pef::SectionDesc& sd) {
 }
 
 void Program::build_units() {
-  unit_of_graph_.assign(desc_.graphs.size(), -1);
-  for (size_t g = 0; g < desc_.graphs.size(); ++g) {
-    const auto& gd = desc_.graphs[g];
-    if (gd.mapping != pef::Mapping::Spatial) continue;
-    SectionPlan u;
+  // One pass over the schedule gathers every spatial graph's kernels in
+  // call order (a pass per graph would cost graphs times calls).
+  const size_t n = desc_.graphs.size();
+  unit_of_graph_.assign(n, -1);
+  std::vector<SectionPlan> drafts(n);
+  std::vector<bool> micro(n, false);
+  for (const auto& c : desc_.schedule) {
+    const SectionPlan& sp = sections_[static_cast<size_t>(c.section)];
+    const size_t g = static_cast<size_t>(sp.graph);
+    if (desc_.graphs[g].mapping != pef::Mapping::Spatial) continue;
+    micro[g] = micro[g] || sp.micro_batched;
+    drafts[g].kernels.insert(drafts[g].kernels.end(), sp.kernels.begin(), sp.kernels.end());
+    drafts[g].writes_state |= sp.writes_state;
+  }
+  for (size_t g = 0; g < n; ++g) {
+    SectionPlan& u = drafts[g];
+    if (desc_.graphs[g].mapping != pef::Mapping::Spatial) continue;
+    if (micro[g] || u.kernels.empty()) continue;  // micro-batches stream section by section
     u.id = -1;
-    u.name = gd.name + "_spatial";
+    u.name = desc_.graphs[g].name + "_spatial";
     u.graph = static_cast<int32_t>(g);
-    bool micro = false;
-    for (const auto& c : desc_.schedule) {
-      const SectionPlan& sp = sections_[static_cast<size_t>(c.section)];
-      if (sp.graph != static_cast<int32_t>(g)) continue;
-      micro |= sp.micro_batched;
-      u.kernels.insert(u.kernels.end(), sp.kernels.begin(), sp.kernels.end());
-      u.writes_state |= sp.writes_state;
-    }
-    if (micro || u.kernels.empty()) continue;  // micro-batches stream section by section
     u.preds = dependencies(u.kernels);
     unit_of_graph_[g] = static_cast<int32_t>(units_.size());
     units_.push_back(std::move(u));

@@ -77,6 +77,13 @@ class Program {
   int32_t find_tensor(std::string_view name) const;
   int32_t find_argin(std::string_view name) const;
 
+  // Value `v` given to argin `a` (run or set_argin) as the attributes bound
+  // to it take it: checked by the registry's check_attr_value against the
+  // schema of every one of them (type, range; NaN and infinities refused
+  // where a range is declared), so every path refuses the same values.
+  // Throws InvalidArgument naming the argin.
+  AttrValue check_argin(int32_t a, const AttrValue& v) const;
+
   // The tensor whose bytes tensor t uses (t itself unless it is an alias).
   int32_t root(int32_t t) const;
   bool in_activation(int32_t t) const;  // its bytes are in the activation area
@@ -95,6 +102,7 @@ class Program {
   std::vector<int32_t> unit_of_graph_;
   std::unordered_map<std::string, int32_t> tensor_by_name_;
   std::unordered_map<std::string, int32_t> argin_by_name_;
+  std::vector<std::vector<const AttrSpec*>> argin_specs_;  // per argin: the attributes bound to it
 };
 
 }  // namespace samba::runtime

@@ -37,6 +37,7 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
       pool_(pool),
       profiler_(profiler),
       state_(program_->desc().memory.arena_bytes) {
+  state_.fence_to_plan(program_->desc(), /*activation=*/false);
   for (const auto& a : program_->desc().argins) argins_.push_back(a.default_value);
   for (const auto& k : program_->kernels())
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
@@ -94,20 +95,6 @@ void Runtime::initialize_state() {
 }
 
 namespace {
-
-// Refuses a value of argin `a` outside the valid range the op schema gives
-// an attribute bound to it (an optimizer hyperparameter such as lr).
-void check_argin_range(const Program& p, int32_t a, const AttrValue& v) {
-  const double x = std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(std::get<int64_t>(v));
-  for (const KernelPlan& k : p.kernels())
-    for (const OpStep& s : k.steps)
-      for (const OpStep::Bound& b : s.bound) {
-        const AttrSpec* spec = b.argin == a ? s.op->find_attr(s.attrs.items()[b.attr].first) : nullptr;
-        SAMBA_CHECK(!spec || !spec->range || spec->range->contains(x), Status::InvalidArgument,
-                    "argin '{}' must be {} (the {} of {}), got {}", p.desc().argins[static_cast<size_t>(a)].name,
-                    spec->range->str(), spec->name, s.op->name, x);
-      }
-}
 
 // Host-to-device copy of `host` into `dst`: through pinned staging blocks
 // when `staged` and the host memory is pageable, directly otherwise (a
@@ -466,10 +453,11 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
       fail(Status::NotFound, "run: the PEF '{}' has no argin '{}'; its argins are: {}", d.name, name,
            names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", ")));
     }
-    SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
-                "run: argin '{}' takes a number, got {}", name, attr_value_str(v));
-    check_argin_range(*program_, a, v);
-    updates.emplace_back(a, v);
+    try {
+      updates.emplace_back(a, program_->check_argin(a, v));
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("run: {}", e.what()));
+    }
   }
   SAMBA_CHECK(r.grad_of_outputs.empty() || graphs_run.size() <= 1, Status::InvalidArgument,
               "run: grad_of_outputs needs the sections of a single graph");
@@ -506,9 +494,28 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
                 "run: the gradient of output {} has shape {}; the output has shape {}", i, dims_str(g.shape()),
                 dims_str(dst.shape()));
   }
+  // A run that fails while running gives back the argin values it set, as
+  // it gives back its dropout step, unless set_argin or another run has
+  // changed them since.
+  struct ArginClaim {
+    Runtime& rt;
+    std::vector<std::pair<int32_t, AttrValue>> set, previous;
+    int uncaught = std::uncaught_exceptions();
+    ~ArginClaim() {
+      if (std::uncaught_exceptions() <= uncaught) return;
+      std::lock_guard<std::mutex> lock(rt.argin_mu_);
+      for (size_t i = set.size(); i-- > 0;) {
+        AttrValue& now = rt.argins_[static_cast<size_t>(set[i].first)];
+        if (now == set[i].second) now = previous[i].second;
+      }
+    }
+  } argin_claim{*this, std::move(updates), {}};
   {
     std::lock_guard<std::mutex> lock(argin_mu_);
-    for (const auto& [a, v] : updates) argins_[static_cast<size_t>(a)] = v;
+    for (const auto& [a, v] : argin_claim.set) {
+      argin_claim.previous.emplace_back(a, argins_[static_cast<size_t>(a)]);
+      argins_[static_cast<size_t>(a)] = v;
+    }
     ctx.argin_values() = argins_;
   }
   if (!r.train)
@@ -659,11 +666,9 @@ AttrValue Runtime::argin(std::string_view name) const {
 void Runtime::set_argin(std::string_view name, const AttrValue& v) {
   const int32_t a = program_->find_argin(name);
   SAMBA_CHECK(a >= 0, Status::NotFound, "the PEF '{}' has no argin '{}'", program_->desc().name, name);
-  SAMBA_CHECK(std::holds_alternative<double>(v) || std::holds_alternative<int64_t>(v), Status::InvalidArgument,
-              "argin '{}' takes a number, got {}", name, attr_value_str(v));
-  check_argin_range(*program_, a, v);
+  AttrValue checked = program_->check_argin(a, v);
   std::lock_guard<std::mutex> lock(argin_mu_);
-  argins_[static_cast<size_t>(a)] = v;
+  argins_[static_cast<size_t>(a)] = std::move(checked);
 }
 
 }  // namespace samba::runtime

@@ -1,7 +1,7 @@
 /*
  * digits: what the example programs share: the 8x8 handwritten digits data
  * set (1,797 images, 64 pixels 0..16 and a label 0..9 per CSV row, read
- * from a .csv or, through `gzip -dc`, a .csv.gz), a fixed train/held-out
+ * from a .csv or a .csv.gz with zlib), a fixed train/held-out
  * split, a small deterministic generator for shuffling and initial weights,
  * a clock, and a one-line progress bar.
  */
@@ -38,6 +38,12 @@ void digits_shuffle(int* order, int n, uint64_t* state);
 void digits_gather(const digits_set* d, const int* rows, int n, float* x, int64_t* y);
 
 void* digits_xmalloc(size_t bytes, const char* program);
+
+/* The value of command-line option `option`, checked: all of `text` is a
+ * number in [lo, hi]. Otherwise prints what was wrong and what was expected
+ * (prefixed with `program`) and exits with status 2, a usage error. */
+long digits_option_long(const char* text, const char* option, long lo, long hi, const char* program);
+double digits_option_double(const char* text, const char* option, double lo, double hi, const char* program);
 double digits_now_seconds(void);
 
 /* "\r  epoch 3/20 [######......] step 12/22  loss 0.1234  56789 samples/s"

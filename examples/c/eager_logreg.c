@@ -14,6 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <getopt.h>
 #include <math.h>
 #include <samba.h>
 #include <stdio.h>
@@ -167,28 +168,24 @@ static void usage(void) {
 }
 
 static Options parse_options(int argc, char** argv) {
+  static const struct option kLong[] = {{"epochs", required_argument, NULL, 'e'},
+                                        {"hidden", required_argument, NULL, 'H'},
+                                        {"lr", required_argument, NULL, 'l'},
+                                        {"min-accuracy", required_argument, NULL, 'a'},
+                                        {NULL, 0, NULL, 0}};
   Options o = {"examples/data/digits.csv.gz", 20, 32, 0.2f, 0.0};
-  int i;
-  for (i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (a[0] != '-') {
-      o.data = a;
-      continue;
-    }
-    if (i + 1 >= argc) usage();
-    if (strcmp(a, "--epochs") == 0) {
-      o.epochs = atoi(argv[++i]);
-    } else if (strcmp(a, "--hidden") == 0) {
-      o.hidden = atoi(argv[++i]);
-    } else if (strcmp(a, "--lr") == 0) {
-      o.lr = (float)atof(argv[++i]);
-    } else if (strcmp(a, "--min-accuracy") == 0) {
-      o.min_accuracy = atof(argv[++i]);
-    } else {
-      usage();
+  int c;
+  while ((c = getopt_long(argc, argv, "", kLong, NULL)) != -1) {
+    switch (c) {
+      case 'e': o.epochs = (int)digits_option_long(optarg, "--epochs", 1, 1000000, "eager_logreg"); break;
+      case 'H': o.hidden = (int)digits_option_long(optarg, "--hidden", 1, 1 << 16, "eager_logreg"); break;
+      case 'l': o.lr = (float)digits_option_double(optarg, "--lr", 1e-12, 100, "eager_logreg"); break;
+      case 'a': o.min_accuracy = digits_option_double(optarg, "--min-accuracy", 0, 1, "eager_logreg"); break;
+      default: usage();
     }
   }
-  if (o.epochs < 1 || o.hidden < 1 || !(o.lr > 0)) usage();
+  if (optind < argc) o.data = argv[optind++];
+  if (optind < argc) usage();
   return o;
 }
 

@@ -14,6 +14,7 @@
  * 20% held out, and the program ends by printing the held-out accuracy
  * (with --min-accuracy, it fails when the accuracy is lower).
  */
+#include <getopt.h>
 #include <math.h>
 #include <samba.h>
 #include <stdio.h>
@@ -114,32 +115,30 @@ typedef struct {
   double lr, min_accuracy;
 } Options;
 
+static void usage(void) {
+  fprintf(stderr, "usage: " PROGRAM " [DATA.csv[.gz]] [--epochs N] [--pef PATH] [--lr LR] [--min-accuracy A]\n");
+  exit(2);
+}
+
 static Options parse_options(int argc, char** argv) {
+  static const struct option kLong[] = {{"epochs", required_argument, NULL, 'e'},
+                                        {"pef", required_argument, NULL, 'p'},
+                                        {"lr", required_argument, NULL, 'l'},
+                                        {"min-accuracy", required_argument, NULL, 'a'},
+                                        {NULL, 0, NULL, 0}};
   Options o = {"examples/data/digits.csv.gz", "lenet_digits.pef", 10, 0.05, 0};
-  int i;
-  for (i = 1; i < argc; ++i) {
-    const char* a = argv[i];
-    if (a[0] != '-') {
-      o.data = a;
-    } else if (i + 1 >= argc) {
-      break;
-    } else if (strcmp(a, "--epochs") == 0) {
-      o.epochs = atoi(argv[++i]);
-    } else if (strcmp(a, "--pef") == 0) {
-      o.pef = argv[++i];
-    } else if (strcmp(a, "--lr") == 0) {
-      o.lr = atof(argv[++i]);
-    } else if (strcmp(a, "--min-accuracy") == 0) {
-      o.min_accuracy = atof(argv[++i]);
-    } else {
-      break;
+  int c;
+  while ((c = getopt_long(argc, argv, "", kLong, NULL)) != -1) {
+    switch (c) {
+      case 'e': o.epochs = (int)digits_option_long(optarg, "--epochs", 1, 1000000, PROGRAM); break;
+      case 'p': o.pef = optarg; break;
+      case 'l': o.lr = digits_option_double(optarg, "--lr", 1e-12, 100, PROGRAM); break;
+      case 'a': o.min_accuracy = digits_option_double(optarg, "--min-accuracy", 0, 1, PROGRAM); break;
+      default: usage();
     }
   }
-  if (i < argc || o.epochs < 1) {
-    fprintf(stderr, "usage: " PROGRAM
-                    " [DATA.csv[.gz]] [--epochs N] [--pef PATH] [--lr LR] [--min-accuracy A]\n");
-    exit(2);
-  }
+  if (optind < argc) o.data = argv[optind++];
+  if (optind < argc) usage();
   return o;
 }
 

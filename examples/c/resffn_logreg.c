@@ -21,6 +21,7 @@
  * and each step's rows, learning rate and loss, as JSON lines, so another
  * framework can replay the same steps (tests/python/torch_reference.py).
  */
+#include <getopt.h>
 #include <math.h>
 #include <samba.h>
 #include <stdio.h>
@@ -62,8 +63,20 @@ static void usage(void) {
 }
 
 static Options parse_options(int argc, char** argv) {
+  /* SambaFlow apps spell the micro-batch option -mb: getopt_long_only takes
+   * "-mb" as a long option while "-b" and "-p" stay short ones. */
+  static const struct option kLong[] = {
+      {"batch-size", required_argument, NULL, 'b'},  {"mb", required_argument, NULL, 'm'},
+      {"microbatch-size", required_argument, NULL, 'm'}, {"pef", required_argument, NULL, 'p'},
+      {"hidden", required_argument, NULL, 'H'},      {"epochs", required_argument, NULL, 'e'},
+      {"iterations", required_argument, NULL, 'i'},  {"data", required_argument, NULL, 'd'},
+      {"checkpoint", required_argument, NULL, 'c'},  {"profile", required_argument, NULL, 'P'},
+      {"dump", required_argument, NULL, 'D'},        {"steps", required_argument, NULL, 's'},
+      {"lr", required_argument, NULL, 'l'},          {"min-accuracy", required_argument, NULL, 'a'},
+      {"inference", no_argument, NULL, 'I'},         {"o0", no_argument, NULL, 'O'},
+      {NULL, 0, NULL, 0}};
   Options o;
-  int i;
+  int c;
   memset(&o, 0, sizeof o);
   o.pef = "out/resffn_logreg.pef";
   o.data = "examples/data/digits.csv.gz";
@@ -75,49 +88,33 @@ static Options parse_options(int argc, char** argv) {
   o.lr = 0.1;
   o.momentum = 0.9;
   o.weight_decay = 1e-4;
-  if (argc < 2) usage();
+  if (argc < 2 || argv[1][0] == '-') usage();
   o.command = argv[1];
-  for (i = 2; i < argc; ++i) {
-    const char* a = argv[i];
-    const int has_value = i + 1 < argc;
-    if (strcmp(a, "--inference") == 0) {
-      o.inference = 1;
-    } else if (strcmp(a, "--o0") == 0) {
-      o.o0 = 1;
-    } else if (!has_value) {
-      usage();
-    } else if (strcmp(a, "-b") == 0 || strcmp(a, "--batch-size") == 0) {
-      o.batch = atoi(argv[++i]);
-    } else if (strcmp(a, "-mb") == 0 || strcmp(a, "--microbatch-size") == 0) {
-      o.micro_batch = atoi(argv[++i]);
-    } else if (strcmp(a, "-p") == 0 || strcmp(a, "--pef") == 0) {
-      o.pef = argv[++i];
-    } else if (strcmp(a, "--hidden") == 0) {
-      o.hidden = atoi(argv[++i]);
-    } else if (strcmp(a, "--epochs") == 0) {
-      o.epochs = atoi(argv[++i]);
-    } else if (strcmp(a, "--iterations") == 0) {
-      o.iterations = atoi(argv[++i]);
-    } else if (strcmp(a, "--data") == 0) {
-      o.data = argv[++i];
-    } else if (strcmp(a, "--checkpoint") == 0) {
-      o.checkpoint = argv[++i];
-    } else if (strcmp(a, "--profile") == 0) {
-      o.profile = argv[++i];
-    } else if (strcmp(a, "--dump") == 0) {
-      o.dump = argv[++i];
-    } else if (strcmp(a, "--steps") == 0) {
-      o.max_steps = atoi(argv[++i]);
-    } else if (strcmp(a, "--lr") == 0) {
-      o.lr = atof(argv[++i]);
-    } else if (strcmp(a, "--min-accuracy") == 0) {
-      o.min_accuracy = atof(argv[++i]);
-    } else {
-      usage();
+  /* The options follow the command: parse argv[1..] as if argv[1] were the program. */
+  while ((c = getopt_long_only(argc - 1, argv + 1, "b:p:", kLong, NULL)) != -1) {
+    switch (c) {
+      case 'b': o.batch = (int)digits_option_long(optarg, "--batch-size", 1, 1 << 20, PROGRAM); break;
+      case 'm': o.micro_batch = (int)digits_option_long(optarg, "-mb", 0, 1 << 20, PROGRAM); break;
+      case 'p': o.pef = optarg; break;
+      case 'H': o.hidden = (int)digits_option_long(optarg, "--hidden", 1, 1 << 16, PROGRAM); break;
+      case 'e': o.epochs = (int)digits_option_long(optarg, "--epochs", 1, 1000000, PROGRAM); break;
+      case 'i': o.iterations = (int)digits_option_long(optarg, "--iterations", 1, 100000000, PROGRAM); break;
+      case 'd': o.data = optarg; break;
+      case 'c': o.checkpoint = optarg; break;
+      case 'P': o.profile = optarg; break;
+      case 'D': o.dump = optarg; break;
+      case 's': o.max_steps = (int)digits_option_long(optarg, "--steps", 0, 100000000, PROGRAM); break;
+      case 'l': o.lr = digits_option_double(optarg, "--lr", 0, 100, PROGRAM); break;
+      case 'a': o.min_accuracy = digits_option_double(optarg, "--min-accuracy", 0, 1, PROGRAM); break;
+      case 'I': o.inference = 1; break;
+      case 'O': o.o0 = 1; break;
+      default: usage(); /* getopt printed what it did not understand */
     }
   }
-  if (o.batch < 1 || o.hidden < 1 || o.epochs < 1 || o.iterations < 1 || o.micro_batch < 0 || o.max_steps < 0)
+  if (optind != argc - 1) {
+    fprintf(stderr, PROGRAM ": unexpected argument '%s'\n", argv[optind + 1]);
     usage();
+  }
   return o;
 }
 

@@ -11,6 +11,8 @@
 extern "C" {
 #endif
 
+/* Marks the exported functions: default visibility when the library is
+ * built (everything else is hidden), nothing for the library's users. */
 #if defined(SAMBA_BUILDING_LIBRARY)
 #define SAMBA_API __attribute__((visibility("default")))
 #else
@@ -19,6 +21,7 @@ extern "C" {
 
 /* ==== Version ============================================================ */
 
+/* The version of this header. */
 #define SAMBA_VERSION_MAJOR 0
 #define SAMBA_VERSION_MINOR 1
 #define SAMBA_VERSION_PATCH 0
@@ -33,9 +36,11 @@ SAMBA_API int32_t samba_version_number(void);
 
 /* ==== Status and errors =================================================== */
 
+/* What every function that can fail returns: SAMBA_OK or one of the
+ * SAMBA_ERR_* codes below; samba_last_error_message says what went wrong. */
 typedef int32_t samba_status;
 
-#define SAMBA_OK 0
+#define SAMBA_OK 0                    /* the call succeeded */
 #define SAMBA_ERR_INVALID_ARGUMENT 1  /* a value is outside what the function accepts */
 #define SAMBA_ERR_NULL_POINTER 2      /* a required pointer or handle is NULL */
 #define SAMBA_ERR_OUT_OF_RANGE 3      /* an index, dim or size is out of range or overflows */
@@ -89,18 +94,20 @@ SAMBA_API samba_status samba_set_log_sink(samba_log_fn sink, void* user_data);
 
 /* ==== Element types ======================================================= */
 
+/* A tensor's element type: one of the SAMBA_<TYPE> codes below (torch's
+ * dtype of the same name). */
 typedef int32_t samba_dtype;
 
-#define SAMBA_FLOAT32 0
-#define SAMBA_BFLOAT16 1
-#define SAMBA_FLOAT16 2
-#define SAMBA_FLOAT64 3
-#define SAMBA_INT64 4
-#define SAMBA_INT32 5
-#define SAMBA_INT16 6
-#define SAMBA_INT8 7
-#define SAMBA_UINT8 8
-#define SAMBA_BOOL 9
+#define SAMBA_FLOAT32 0  /* IEEE binary32 (torch.float32) */
+#define SAMBA_BFLOAT16 1 /* bfloat16: float32's exponent, 8-bit mantissa (torch.bfloat16) */
+#define SAMBA_FLOAT16 2  /* IEEE binary16 (torch.float16) */
+#define SAMBA_FLOAT64 3  /* IEEE binary64 (torch.float64) */
+#define SAMBA_INT64 4    /* torch.int64; indices and labels */
+#define SAMBA_INT32 5    /* torch.int32 */
+#define SAMBA_INT16 6    /* torch.int16 */
+#define SAMBA_INT8 7     /* torch.int8 */
+#define SAMBA_UINT8 8    /* torch.uint8 */
+#define SAMBA_BOOL 9     /* one byte, 0 or 1 (torch.bool) */
 
 /* Static name of a dtype ("float32"), or NULL for an invalid code. */
 SAMBA_API const char* samba_dtype_name(samba_dtype dtype);

@@ -45,7 +45,10 @@ SAMBA_API samba_status samba_attrs_set_dtype(samba_attrs* attrs, const char* nam
  * Outside tracing the op computes at once; with autograd on a tensor that
  * requires grad, history is recorded for samba_tensor_backward.
  * Errors: NULL_POINTER, NOT_FOUND (unknown op or attribute), INVALID_ARGUMENT
- * (wrong input count or attribute type), SHAPE_MISMATCH, DTYPE_MISMATCH,
+ * (wrong input count or attribute type, or a value outside the attribute's
+ * range: the same check as run-time argins, see samba_session_set_argin; an
+ * int attribute takes a float that is an integer in [-2^63, 2^63)),
+ * SHAPE_MISMATCH, DTYPE_MISMATCH,
  * OUT_OF_RANGE (capacity too small: *n_outputs says how many are needed). */
 SAMBA_API samba_status samba_op_call(samba_session* session, const char* name,
                                      samba_tensor* const* inputs, size_t n_inputs,

@@ -27,7 +27,7 @@ SAMBA_API samba_status samba_session_use_pinned_memory(const samba_session* sess
 /* The process's pinned pool. The caller sets struct_size to
  * sizeof(samba_pinned_stats); the library fills the fields it knows. */
 typedef struct samba_pinned_stats {
-  size_t struct_size;
+  size_t struct_size;      /* set by the caller: sizeof(samba_pinned_stats) */
   uint64_t bytes_reserved; /* mapped by the pool */
   uint64_t bytes_locked;   /* of those, page-locked */
   uint64_t bytes_in_use;   /* in blocks handed out */

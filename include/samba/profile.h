@@ -39,15 +39,15 @@ SAMBA_API samba_status samba_session_end_runtime_profile(samba_session* session,
  * caller sets struct_size to sizeof(samba_perf_report); the library fills
  * the fields that fit, so the struct can grow. */
 typedef struct samba_perf_report {
-  size_t struct_size;
+  size_t struct_size;        /* set by the caller: sizeof(samba_perf_report) */
   int32_t section_id;        /* measure_sections: the section; -1 for a whole run */
   int64_t iterations;        /* timed runs */
   int64_t batch_size;        /* samples per run (the graph's batch size) */
   double samples_per_second; /* batch_size * iterations / total time */
-  double latency_mean_ms;
-  double latency_p50_ms;
-  double latency_p99_ms;
-  double latency_max_ms;
+  double latency_mean_ms;    /* mean time of one run */
+  double latency_p50_ms;     /* median time of one run */
+  double latency_p99_ms;     /* 99th percentile of the runs' times */
+  double latency_max_ms;     /* slowest run */
 } samba_perf_report;
 
 /* utils.measure_performance: runs `warmup` untimed then `iterations` timed

@@ -118,8 +118,8 @@ SAMBA_API samba_status samba_run_options_set_graph_name(samba_run_options* opts,
 /* hyperparam_dict: sets argin `name` (lr, momentum, beta1, max_grad_norm,
  * dropout_3.p, ...: the names samba_optimizer_create takes) for this run and
  * the ones after it. Errors: NULL_POINTER. Unknown names are reported by the
- * run (NOT_FOUND, listing the PEF's argins), values outside the op schema's
- * range too (INVALID_ARGUMENT, such as a negative lr). */
+ * run (NOT_FOUND, listing the PEF's argins), values the argin refuses too
+ * (INVALID_ARGUMENT: see "Argin values" at samba_session_set_argin). */
 SAMBA_API samba_status samba_run_options_set_hyperparam(samba_run_options* opts,
                                                         const char* name, double value);
 /* Removes every hyperparameter set on the options. Errors: NULL_POINTER. */
@@ -223,10 +223,28 @@ SAMBA_API samba_status samba_session_name_count(const samba_session* session, sa
 SAMBA_API samba_status samba_session_name_at(const samba_session* session, samba_names_kind kind,
                                              size_t index, const char** out);
 
+/* Argin values. One check, the op schema's, decides on every path that
+ * gives one: samba_session_set_argin, a run's hyperparam_dict, the same
+ * attribute of an eager op call (samba_dropout's p and seed) and
+ * samba_optimizer_create. All refuse, with INVALID_ARGUMENT and the same
+ * words, what is outside these ranges:
+ *   lr, momentum, dampening, weight_decay   >= 0
+ *   beta1, beta2                            in [0, 1)
+ *   eps, max_grad_norm                      > 0
+ *   dropout rates (dropout_3.p)             in [0, 1], as torch (1 drops all)
+ *   dropout seeds (dropout_3.seed)          integers in [-2^63, 2^63); the
+ *                                           64 bits are the Philox key
+ * NaN and infinities are outside every range. samba_optimizer_schema_json
+ * and samba_op_schema_json give the ranges as data. A refused value changes
+ * nothing: the argin keeps its value, and a run refused for it runs nothing
+ * (no step counter, device value or output changes). samba_session_argin
+ * gives a seed as a double: exact for any seed set through this ABI, and
+ * for any compiled one up to 2^53. */
+
 /* The current value of argin `name` (its default until a run or
  * samba_session_set_argin changes it). Errors: NULL_POINTER, INVALID_STATE,
- * NOT_FOUND; for the setter also INVALID_ARGUMENT (a value outside the op
- * schema's range, which leaves the argin as it was). */
+ * NOT_FOUND; for the setter also INVALID_ARGUMENT (a value outside the
+ * argin's range, above, which leaves the argin as it was). */
 SAMBA_API samba_status samba_session_argin(const samba_session* session, const char* name,
                                            double* out);
 SAMBA_API samba_status samba_session_set_argin(samba_session* session, const char* name,

@@ -96,7 +96,7 @@ int main(void) {
   CHECK_FAILS(samba_optimizer_create("adam", NULL, &opt), SAMBA_ERR_NOT_FOUND, "'adam'");
   CHECK_OK(samba_attrs_create(&bad));
   CHECK_OK(samba_attrs_set_float(bad, "lr", -1));
-  CHECK_FAILS(samba_optimizer_create("sgd", bad, &opt), SAMBA_ERR_INVALID_ARGUMENT, "lr must be >= 0");
+  CHECK_FAILS(samba_optimizer_create("sgd", bad, &opt), SAMBA_ERR_INVALID_ARGUMENT, "'lr' must be >= 0");
   CHECK_OK(samba_attrs_set_float(bad, "lr", 0.1));
   CHECK_OK(samba_attrs_set_float(bad, "betas", 0.5));
   CHECK_FAILS(samba_optimizer_create("sgd", bad, &opt), SAMBA_ERR_NOT_FOUND, "betas");

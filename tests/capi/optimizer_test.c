@@ -221,7 +221,7 @@ static void adamw_names_match_at_creation_and_run_time(void) {
   CHECK_OK(samba_optimizer_create("adamw", hp, &opt));
   CHECK_OK(samba_optimizer_add_param_group(opt, &w, 1, NULL));
   CHECK_OK(samba_attrs_set_float(hp, "beta1", 1.5));
-  CHECK_FAILS(samba_optimizer_create("adamw", hp, &old), SAMBA_ERR_INVALID_ARGUMENT, "beta1 must be in [0, 1)");
+  CHECK_FAILS(samba_optimizer_create("adamw", hp, &old), SAMBA_ERR_INVALID_ARGUMENT, "'beta1' must be in [0, 1)");
   /* Deprecated spelling, still accepted. */
   samba_attrs_release(hp);
   CHECK_OK(samba_attrs_create(&hp));

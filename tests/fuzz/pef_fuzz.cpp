@@ -9,11 +9,16 @@
 
 #include "engine/core/error.h"
 #include "engine/pef/reader.h"
+#include "fuzz_target.h"
+#include "pef_mutator_hook.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  samba::fuzz::last_input_accepted = false;
   try {
     samba::pef::parse_pef({data, size});
-  } catch (const samba::Error&) {
+    samba::fuzz::last_input_accepted = true;
+  } catch (const samba::Error& e) {
+    samba::fuzz::last_refusal = e.what();
   }
   return 0;
 }

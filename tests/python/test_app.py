@@ -70,3 +70,6 @@ def test_inference_and_measure_performance(pef, tmp_path):
     inf = str(tmp_path / "inf.pef")
     app("compile", "-b", "64", "--inference", "-p", inf)
     assert "held-out accuracy" in app("run", "-b", "64", "--inference", "-p", inf, "--data", DATA)
+    # The inference PEF has no output gradients; the driver traces it with
+    # init_output_grads=False, which must not ask for any.
+    assert "samples/s" in app("measure-performance", "-b", "64", "--inference", "-p", inf, "--num-iterations", "3")

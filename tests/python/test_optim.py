@@ -76,6 +76,28 @@ def test_user_guide_table_matches_the_registry():
         assert argin == ("yes" if h["argin"] else "no"), where
 
 
+RUN_H = os.path.join(os.path.dirname(__file__), "..", "..", "include", "samba", "run.h")
+
+
+def test_run_h_ranges_match_the_registry():
+    """The range list in samba/run.h ("lr, momentum ...   >= 0") states each
+    argin hyperparameter's schema range, and dropout p's."""
+    with open(RUN_H) as f:
+        block = f.read().split("/* Argin values.", 1)[1].split("*/", 1)[0]
+    stated = {}
+    for line in block.splitlines():
+        parts = line.lstrip(" *").split("   ")
+        if len(parts) > 1 and parts[0]:
+            for name in parts[0].split(","):
+                stated[name.strip()] = parts[-1].strip()
+    for kind in CLASSES:
+        for h in optim.hyperparameters(kind):
+            if h["argin"]:
+                assert stated.get(h["name"]) == range_text(h["range"]), (kind, h["name"])
+    [p] = [a for a in samba.op_schema("dropout")["attrs"] if a["name"] == "p"]
+    assert stated["dropout rates (dropout_3.p)"].startswith(range_text(p["range"]))
+
+
 class Net:
     def __init__(self, prefix):
         self.w = samba.parameter(prefix + ".weight", (3, 4))

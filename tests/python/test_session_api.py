@@ -133,18 +133,58 @@ def test_training_grad_of_outputs_and_device_access(trained):
         utils.init_output_grads(outs, unspecified_tensor_grad=["nope"])
 
 
-def test_eval_mode_turns_dropout_off(tmp_path):
+@pytest.fixture()
+def with_dropout(tmp_path):
+    """A classifier with dropout p = 0.5 and SGD, compiled and traced."""
     model = Net("d", p=0.5)
     x, y = data()
     opt = samba.optim.SGD(model.parameters(), lr=0.1)
     pef = samba.session.compile(model, (x, y), opt, name="d", pef_path=str(tmp_path / "d.pef"))
     outs = utils.trace_graph(model, (x, y), opt, pef=pef)
+    return model, x, y, outs
+
+
+def test_eval_mode_turns_dropout_off(with_dropout):
+    model, x, y, outs = with_dropout
     assert samba.session.get_dropout_rate_argin_names()
     _, a = samba.session.run([x, y], outs, section_types=["FWD"], train=False)
     want = samba.linear(x, model.w, model.b).numpy()
     np.testing.assert_allclose(a.numpy(), want, rtol=1e-6)
     _, b = samba.session.run([x, y], outs, section_types=["FWD"], train=True)
     assert (b.numpy() == 0).sum() > 0
+
+
+def test_run_arguments_are_refused_as_eager_ones_are(with_dropout):
+    model, x, y, outs = with_dropout
+    [rate] = samba.session.get_dropout_rate_argin_names()
+    [seed] = samba.session.get_dropout_seed_argin_names()
+    [w0] = samba.session.get_tensors_by_name(["d.weight"])
+    nan = float("nan")
+    for name, value, words in [("lr", nan, "argin 'lr' must be >= 0, got nan"),
+                               ("lr", float("inf"), "argin 'lr' must be >= 0"),
+                               ("weight_decay", -1.0, "argin 'weight_decay' must be >= 0"),
+                               (rate, 5.0, "must be in [0, 1], got 5"),
+                               (rate, nan, "must be in [0, 1], got nan"),
+                               (seed, 1e300, "must be an integer in [-2^63, 2^63), got 1e+300"),
+                               (seed, 0.5, "must be an integer")]:
+        with pytest.raises(SambaError) as e:
+            samba.session.run([x, y], outs, hyperparam_dict={name: value})
+        assert e.value.status == "SAMBA_ERR_INVALID_ARGUMENT" and words in e.value.message, (name, value)
+    # Nothing ran: the weights are the compiled ones.
+    [w1] = samba.session.get_tensors_by_name(["d.weight"])
+    np.testing.assert_array_equal(w1.numpy(), w0.numpy())
+    # The same values are refused eagerly, in the same words.
+    with pytest.raises(SambaError, match=r"must be in \[0, 1\], got 5"):
+        samba.dropout(x, p=5.0)
+    with pytest.raises(SambaError, match=r"must be in \[0, 1\], got nan"):
+        samba.dropout(x, p=nan)
+    with pytest.raises(SambaError, match="'lr' must be >= 0, got nan"):
+        samba.optim.SGD(model.parameters(), lr=nan)
+    # The boundaries torch accepts are accepted everywhere: p = 1 drops all.
+    assert not samba.dropout(x, p=1.0).numpy().any()
+    samba.session.run([x, y], outs, section_types=["FWD"], hyperparam_dict={rate: 1.0, seed: -1.0})
+    _, logits = samba.session.run([x, y], outs, section_types=["FWD"])
+    np.testing.assert_array_equal(logits.numpy(), 0)
 
 
 def test_profiles_and_measurements(trained, tmp_path):

@@ -1,4 +1,4 @@
-# Runs `samba pef info|dump|verify` on PEFs written by pef_sample_writer and
+# Runs `sambaflow pef info|dump|verify` on PEFs written by pef_sample_writer and
 # checks exit codes and output. Invoked by ctest with -DSAMBA, -DWRITER, -DWORK.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -67,11 +67,25 @@ if(NOT name STREQUAL "resffn" OR NOT graph1 STREQUAL "predict" OR ntensors LESS 
 endif()
 
 expect("newer major refused" 1 stderr "file has PEF format 2.0; this runtime reads 1.x" pef verify ${WORK}/newer.pef)
-expect("truncated file refused" 1 stderr "samba: error: ${WORK}/cut.pef: " pef verify ${WORK}/cut.pef)
+expect("truncated file refused" 1 stderr "sambaflow: error: ${WORK}/cut.pef: " pef verify ${WORK}/cut.pef)
 expect("bad index refused" 1 stderr "input 0 ('x') 999 is out of range" pef verify ${WORK}/bad_index.pef)
 expect("info refuses too" 1 stderr "out of range" pef info ${WORK}/bad_index.pef)
 expect("missing file" 1 stderr "cannot open" pef verify ${WORK}/missing.pef)
 expect("not a PEF" 1 stderr "not a PEF file" pef verify ${WORK}/resffn.pef.log)
-expect("no subcommand" nonzero stderr "" pef)
-expect("unknown subcommand" nonzero stderr "" pef frobnicate ${WORK}/resffn.pef)
-expect("missing argument" nonzero stderr "file" pef verify)
+# Exit codes: 0 success (also --help and --version), 1 the command failed,
+# 2 the command line was wrong.
+expect("no subcommand" 2 stderr "A subcommand is required" pef)
+expect("no command" 2 stderr "A subcommand is required")
+expect("unknown subcommand" 2 stderr "sambaflow pef: unknown command 'frobnicate'; expected one of: info, dump, verify"
+       pef frobnicate ${WORK}/resffn.pef)
+expect("unknown command" 2 stderr "sambaflow: unknown command 'frobnicate'; expected one of: pef" frobnicate)
+expect("missing argument" 2 stderr "file is required" pef verify)
+expect("unknown option" 2 stderr "--bogus" pef info --bogus ${WORK}/resffn.pef)
+expect("version" 0 stdout "sambaflow ${VERSION}" --version)
+expect("help" 0 stdout "Usage: sambaflow" --help)
+# The help promises only what exists: every command it lists runs.
+string(REGEX MATCHALL "\n  [a-z]+ " listed "${last_out}")
+if(NOT listed STREQUAL "\n  pef ")
+  message(SEND_ERROR "FAILED: help lists commands ${listed}; only 'pef' exists")
+endif()
+expect("pef help" 0 stdout "verify" pef --help)

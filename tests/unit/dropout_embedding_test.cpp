@@ -133,7 +133,7 @@ TEST(Dropout, Errors) {
             Status::DTypeMismatch);
   EXPECT_NE(message_of([&] {
               call1("dropout", {x}, {{"p", 1.5}});
-            }).find("dropout: p"),
+            }).find("op 'dropout': attribute 'p' must be in [0, 1], got 1.5"),
             std::string::npos);
 }
 

@@ -392,6 +392,42 @@ TEST(BatchNorm, RunningStatsUpdateInPlace) {
   expect_values(rv, values(before_v), 0);
 }
 
+TEST(BatchNorm, CountsBatchesAndAveragesCumulatively) {
+  const int64_t n = 4, c = 3, s = 2;
+  Tensor x = rand_tensor({n, c, s}, DType::Float64, 51, -1, 3);
+  auto st = channel_stats_ref(values(x), n, c, s);
+  const Vec m0{0.5, -1, 2}, v0{1, 2, 0.5};
+  // momentum=None in torch: after two batches the third weighs 1/3.
+  Tensor rm = make(m0, {3}), rv = make(v0, {3}), count = make({2}, {}, DType::Int64);
+  call1("batch_norm", {x, Tensor(), Tensor(), rm, rv, count},
+        {{"cumulative_average", true}, {"momentum", 0.9}});
+  EXPECT_EQ(count.item_int(), 3);
+  Vec want_m, want_v;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    want_m.push_back(m0[ch] * 2 / 3 + st.mean[ch] / 3);
+    want_v.push_back(v0[ch] * 2 / 3 + st.biased_var[ch] * (n * s) / (n * s - 1.0) / 3);
+  }
+  expect_values(rm, want_m, 1e-12);
+  expect_values(rv, want_v, 1e-12);
+  // With a momentum the counter only counts.
+  const Tensor before = rm.clone();
+  call1("batch_norm", {x, Tensor(), Tensor(), rm, rv, count}, {{"momentum", 0.0}});
+  EXPECT_EQ(count.item_int(), 4);
+  expect_values(rm, values(before), 0);
+  // Evaluation counts nothing.
+  call1("batch_norm", {x, Tensor(), Tensor(), rm, rv, count}, {{"training", false}});
+  EXPECT_EQ(count.item_int(), 4);
+  const std::string float_count = message_of([&] {
+    call1("batch_norm", {x, Tensor(), Tensor(), rm, rv, make({1.5}, {}, DType::Float32)});
+  });
+  EXPECT_NE(float_count.find("num_batches_tracked must be one integer"), std::string::npos)
+      << float_count;
+  EXPECT_EQ(status_of([&] {
+              call1("batch_norm", {x, Tensor(), Tensor(), Tensor(), Tensor(), count});
+            }),
+            Status::InvalidArgument);
+}
+
 TEST(BatchNorm, EvaluationUsesRunningStats) {
   Tensor x = rand_tensor({3, 2, 4}, DType::Float64, 45);
   Tensor w = make({2, -1}, {2}), b = make({0.5, 1}, {2});

@@ -301,10 +301,15 @@ inline ProgramDesc resffn_program() {
                         {P::op("matmul_tn", {dlogits, t1}, {g2}), P::op("matmul_tn", {h1, x}, {g1}),
                          P::op("sum", {h1}, {gb1}, {{"dim", std::vector<int64_t>{0}}}),
                          P::op("sum", {logits_t}, {colsum}, {{"dim", std::vector<int64_t>{1}}})});
-  // Optimizer: momentum SGD with the rates bound to argins.
-  int32_t k6 = b.kernel("sgd_gemm1.weight", Fusion::Elementwise,
-                        {P::op("add", {g1, m1}, {m1}, {{"alpha", 0.9}}, {{"alpha", momentum}}),
-                         P::op("sub", {w1, m1}, {w1}, {{"alpha", 0.01}}, {{"alpha", lr}})});
+  // Optimizer: momentum SGD with the rates bound to argins. The step
+  // counter comes last so that the other tensors keep their indices.
+  int32_t step = b.tensor("gemm1.weight.step", R::OptimizerState, F::Float32, {});
+  b.at(step).owner = "gemm1.weight";
+  int32_t k6 = b.kernel("sgd_gemm1.weight", Fusion::Opaque,
+                        {P::op("sgd_update", {w1, g1, m1, step}, {},
+                               {{"lr", 0.01}, {"momentum", 0.9}},
+                               {{"lr", lr}, {"momentum", momentum}})},
+                        {w1, m1, step});
   // Zeroing gradients between accumulation steps.
   int32_t k7 = b.kernel(
       "zero_grads", Fusion::Creation,
@@ -371,7 +376,7 @@ inline ProgramDesc large_program(int tensors, int kernels, size_t blob_bytes) {
   using R = TensorRole;
   ProgramBuilder b("large");
   constexpr int64_t kRows = 32, kWidth = 64;
-  int32_t lr = b.argin("sgd.lr", ArginKind::Hyperparam, 0.01);
+  b.argin("sgd.lr", ArginKind::Hyperparam, 0.01);
   int32_t x = b.tensor("x", R::Input, DType::Float32, {kRows, kWidth});
   b.at(x).batch_dim = 0;
   int weights = std::max(1, tensors - kernels - 1);
@@ -392,7 +397,7 @@ inline ProgramDesc large_program(int tensors, int kernels, size_t blob_bytes) {
                                  static_cast<uint64_t>(k % 2) * kRows * kWidth * 4);
     ks.push_back(
         b.kernel("layer" + std::to_string(k), Fusion::Elementwise,
-                 {ProgramBuilder::op("add", {prev, prev}, {out}, {{"alpha", 0.5}}, {{"alpha", lr}}),
+                 {ProgramBuilder::op("add", {prev, prev}, {out}, {{"alpha", 0.5}}),
                   ProgramBuilder::op("relu", {out}, {out})}));
     prev = out;
   }

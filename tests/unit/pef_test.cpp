@@ -367,12 +367,12 @@ TEST(PefLog, ListsEverythingOneLineEach) {
   // Sections with their kernels, ops, FLOPs and bytes (the builder counts
   // 2 FLOPs per element written and the bytes of every tensor touched).
   EXPECT_TRUE(
-      has_line(log, "section 3 'opt' id 3 type OPT graph 0: 1 kernels, 2.05K FLOPs, 10.24K bytes"));
+      has_line(log, "section 3 'opt' id 3 type OPT graph 0: 1 kernels, 2.05K FLOPs, 10.25K bytes"));
   EXPECT_TRUE(
       has_line(log, "  kernel 0 'gemm1_tanh' contraction, 2 ops, 1.02K FLOPs, 4.74K bytes"));
   EXPECT_TRUE(has_line(log, "      linear(x, gemm1.weight, gemm1.bias) -> h1  activation='none'"));
   EXPECT_TRUE(has_line(log, "      zeros() -> gemm1.bias.grad  shape=[32] dtype=float32"));
-  EXPECT_NE(log.find("[alpha <- argin 'sgd.lr']"), std::string::npos);
+  EXPECT_NE(log.find("[lr <- argin 'sgd.lr']"), std::string::npos);
   EXPECT_TRUE(has_line(log, "call 4 -> section 4 'predict_fwd' (FWD, id 10)"));
   EXPECT_TRUE(has_line(log, "argin 3 'dropout_0.seed' dropout_seed default 1234"));
   // Tensor rows: gemm1.weight is the first tensor of the DDR state area.

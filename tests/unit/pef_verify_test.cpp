@@ -3,8 +3,10 @@
 // message naming the field and the index. Hand-built FlatBuffers cover what
 // the writer never produces: zip bombs, shared-table bombs, unknown kinds.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 
@@ -102,8 +104,8 @@ std::vector<Mutation> mutations() {
       {"graph section of another graph", [](ProgramDesc& p) { p.graphs[1].sections[0] = 0; },
        "sections[0] is section 0 'zero_grad', which belongs to graph 0"},
       {"binding argin out of range",
-       [](ProgramDesc& p) { kernel(p, "sgd_gemm1.weight").ops[1].bindings[0].argin = 4; },
-       "binding of 'alpha' to argin 4 is out of range (the program has 4 argins)"},
+       [](ProgramDesc& p) { kernel(p, "sgd_gemm1.weight").ops[0].bindings[0].argin = 4; },
+       "binding of 'lr' to argin 4 is out of range (the program has 4 argins)"},
       // Shapes and sizes.
       {"overflowing shape",
        [=](ProgramDesc& p) {
@@ -303,6 +305,76 @@ std::vector<Mutation> mutations() {
          k.writes.push_back(find_tensor(p, "logits.t"));
        },
        "is a view with strides [1, 4]; the op writes contiguous [8, 1]"},
+      // Every operand of every kernel stays inside its buffer.
+      {"view of another dtype",
+       [](ProgramDesc& p) { tensor(p, "logits.t").dtype = DType::Int8; },
+       "'logits.t': dtype int8 differs from its base tensor 16 'logits''s float32; a view cannot "
+       "reinterpret its base's bytes"},
+      {"strided view into an op that reads contiguous inputs",
+       [](ProgramDesc& p) {
+         TensorDesc t = tensor(p, "logits.t");
+         t.name = "dropped.t";
+         t.alias_of = find_tensor(p, "dropped");
+         t.shape = {8, 4};
+         t.strides = {1, 8};  // inside the 32 elements of its base, but not contiguous
+         p.tensors.push_back(t);
+         kernel(p, "loss").ops[0].inputs[0] = static_cast<int32_t>(p.tensors.size() - 1);
+         kernel(p, "loss").reads.push_back(static_cast<int32_t>(p.tensors.size() - 1));
+       },
+       "kernel 3 'loss' op 0 'cross_entropy': input 0 ('input') tensor 24 'dropped.t' is a view "
+       "with strides [1, 8], but op 'cross_entropy' reads its inputs contiguous ([4, 1])"},
+      {"view op as a kernel's op",
+       [](ProgramDesc& p) { kernel(p, "loss").ops[0].op = "reshape"; },
+       "kernel 3 'loss' op 0 'reshape': op 'reshape' is a view and has no kernel"},
+      {"binding an attribute fixed at compile time",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings.push_back({"offset", 3}); },
+       "binds attribute 'offset' to argin 3 'dropout_0.seed', but op 'dropout' fixes 'offset' at "
+       "compile time"},
+      {"binding a rate to a hyperparameter argin",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings[0].argin = 0; },
+       "attribute 'p' takes a dropout_rate argin, but argin 0 'sgd.lr' is a hyperparam"},
+      {"binding an attribute twice",
+       [](ProgramDesc& p) { kernel(p, "dropout_0").ops[0].bindings.push_back({"p", 2}); },
+       "kernel 2 'dropout_0' op 0 'dropout': attribute 'p' is bound to an argin twice"},
+      {"kernel reading a tensor twice",
+       [](ProgramDesc& p) { kernel(p, "loss").reads.push_back(kernel(p, "loss").reads[0]); },
+       "kernel 3 'loss': reads[2] lists tensor 18 'dropped' again; a kernel lists each tensor it "
+       "reads once"},
+      {"kernel writing a tensor twice",
+       [](ProgramDesc& p) { kernel(p, "loss").writes.push_back(kernel(p, "loss").writes[0]); },
+       "kernel 3 'loss': writes[1] lists tensor 12 'loss' again"},
+      {"schedule calling a section twice",
+       [](ProgramDesc& p) { p.schedule.push_back({5, 4}); },
+       "schedule call 5 (id 5): calls section 4 'predict_fwd' again (call 4); the schedule calls "
+       "each section once"},
+      {"kernel in two sections",
+       [](ProgramDesc& p) { p.sections[4].kernels.push_back(p.sections[1].kernels[0]); },
+       "section 4 'predict_fwd': kernels[1] is kernel 0 'gemm1_tanh', already in section 1 'fwd'; "
+       "a kernel belongs to one section"},
+      {"section listing a kernel twice",
+       [](ProgramDesc& p) { p.sections[1].kernels.push_back(p.sections[1].kernels[1]); },
+       "section 1 'fwd': kernels[4] is kernel 1 again (kernels[1]); a section runs a kernel once"},
+      {"micro-batch slice past a tensor held for fewer micro-batches",
+       [](ProgramDesc& p) {
+         // predict runs 4 micro-batches, but x is held for train's 2.
+         p.graphs[1].micro_batch_size = 2;
+         p.sections[4].micro_batched = true;
+         kernel(p, "predict").ops[0].inputs[0] = find_tensor(p, "x");
+         kernel(p, "predict").reads.push_back(find_tensor(p, "x"));
+       },
+       "section 4 'predict_fwd': runs 4 micro-batches of graph 1 'predict', but its kernel 8 "
+       "'predict' touches tensor 0 'x', held for the 2 micro-batches of graph 0 'train'"},
+      {"micro-batch rows overflowing a dim",
+       [](ProgramDesc& p) {
+         TensorDesc t = tensor(p, "y");
+         t.name = "y.empty";
+         t.shape = {int64_t{1} << 62, 0};
+         t.nbytes = 0;
+         p.tensors.push_back(t);
+         p.graphs[0].inputs.push_back(static_cast<int32_t>(p.tensors.size() - 1));
+       },
+       "graph 0 'train': tensor 24 'y.empty' has 4611686018427387904 rows per micro-batch; 2 "
+       "micro-batches of them overflow a dim"},
       // Micro-batch fields the runtime divides by and multiplies with.
       {"micro-batched section without micro batch",
        [](ProgramDesc& p) { p.graphs[0].micro_batch_size = 0; },
@@ -348,21 +420,25 @@ using flatbuffers::FlatBufferBuilder;
 
 // A minimal program holding one blob with the fields given directly, and
 // (when `attach`) one Constant tensor of `nbytes` bytes taking its contents.
+// `plan_bytes` is the memory plan's size (by default the tensor's); `copies`
+// repeats the blob.
 std::vector<uint8_t> one_blob_file(uint64_t nbytes, uint64_t declared,
                                    const std::vector<uint8_t>& stored, fb::Compression compression,
-                                   uint64_t checksum, bool attach = true) {
+                                   uint64_t checksum, bool attach = true,
+                                   uint64_t plan_bytes = UINT64_MAX, int copies = 1) {
   FlatBufferBuilder fbb;
-  auto data = fbb.CreateVector(stored);
-  auto blob = fb::CreateBlob(fbb, compression, declared, checksum, data);
+  std::vector<flatbuffers::Offset<fb::Blob>> blobs;
+  for (int i = 0; i < copies; ++i)
+    blobs.push_back(fb::CreateBlob(fbb, compression, declared, checksum, fbb.CreateVector(stored)));
+  if (plan_bytes == UINT64_MAX) plan_bytes = nbytes;
   std::vector<int64_t> shape = {static_cast<int64_t>(nbytes)};
   auto tensor =
       fb::CreateTensorDirect(fbb, "c", fb::DType::UInt8, &shape, fb::TensorRole::Constant,
                              fb::MemType::DDR, 0, nbytes, nullptr, -1, nullptr, 0, attach ? 0 : -1);
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors = {tensor};
-  std::vector<flatbuffers::Offset<fb::Blob>> blobs = {blob};
-  uint64_t arenas[3] = {nbytes, 0, 0};
+  uint64_t arenas[3] = {plan_bytes, 0, 0};
   auto arena_v = fbb.CreateVector(arenas, 3);
-  auto memory = fb::CreateMemoryPlan(fbb, arena_v, nbytes, 0);
+  auto memory = fb::CreateMemoryPlan(fbb, arena_v, plan_bytes, 0);
   auto root =
       fb::CreateProgramDirect(fbb, kFormatMajor, kFormatMinor, "0.1", "one_blob", 1, &tensors,
                               nullptr, nullptr, nullptr, nullptr, &blobs, nullptr, nullptr, memory);
@@ -426,11 +502,67 @@ TEST(PefCrafted, HugeDeclaredSizeCostsNothing) {
   EXPECT_HAS(
       refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw))),
       "tensor 0 'c': blob 0 holds 1099511627776 bytes, but the tensor has nbytes 1000");
-  // Not attached: decompression stops where the data does, having allocated
-  // only a few MiB (under ASan, a 1 TiB allocation would abort the test).
-  EXPECT_HAS(refusal(one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd,
-                                   blob_checksum(raw), false)),
-             "blob 0: decompresses to 1000 bytes, declared 1099511627776");
+  // Not attached: never decompressed, so never a cost (under ASan, a 1 TiB
+  // allocation would abort the test); the blob is left empty.
+  ProgramDesc p = parse_pef(
+      one_blob_file(1000, huge, zstd_of(raw), fb::Compression::Zstd, blob_checksum(raw), false));
+  ASSERT_EQ(p.blobs.size(), 1u);
+  EXPECT_TRUE(p.blobs[0].data.empty());
+}
+
+// One zstd frame of `n` zeros, compressed in pieces so that neither the
+// test nor the frame holds more than a few MiB.
+std::vector<uint8_t> zeros_frame(uint64_t n) {
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  const std::vector<uint8_t> piece(1u << 20, 0);
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> buf(ZSTD_CStreamOutSize());
+  for (uint64_t done = 0; done < n;) {
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(piece.size(), n - done));
+    done += len;
+    ZSTD_inBuffer in{piece.data(), len, 0};
+    const ZSTD_EndDirective mode = done == n ? ZSTD_e_end : ZSTD_e_continue;
+    for (bool finished = false; !finished;) {
+      ZSTD_outBuffer ob{buf.data(), buf.size(), 0};
+      const size_t left = ZSTD_compressStream2(cctx, &ob, &in, mode);
+      EXPECT_FALSE(ZSTD_isError(left));
+      out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(ob.pos));
+      finished = ZSTD_isError(left) || (mode == ZSTD_e_end ? left == 0 : in.pos == in.size);
+    }
+  }
+  ZSTD_freeCCtx(cctx);
+  return out;
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// A 1 GiB frame of zeros takes a few dozen KiB: attached to a tensor of a
+// plan far smaller, it is refused from the sizes, before any decompression.
+TEST(PefCrafted, ZstdBombPastTheMemoryPlanIsRefusedUndecoded) {
+  const uint64_t gib = uint64_t{1} << 30;
+  const std::vector<uint8_t> frame = zeros_frame(gib);
+  ASSERT_LT(frame.size(), 256u << 10);
+  const long before = peak_rss_kib();
+  EXPECT_HAS(refusal(one_blob_file(gib, gib, frame, fb::Compression::Zstd, 0, true, 1u << 20)),
+             "blobs: the blobs tensors use decode to more than the memory plan's peak of 1048576 "
+             "bytes (blob 0 of 1073741824 bytes, for tensor 0 'c', goes past it)");
+  EXPECT_LT(peak_rss_kib() - before, 256 << 10) << "KiB more at the peak";
+}
+
+// Blobs no tensor uses are never decompressed, however much they declare.
+TEST(PefCrafted, UnusedZstdBombsAreNotDecoded) {
+  const uint64_t half_gib = uint64_t{1} << 29;
+  const std::vector<uint8_t> frame = zeros_frame(half_gib);
+  const long before = peak_rss_kib();
+  ProgramDesc p = parse_pef(one_blob_file(1000, half_gib, frame, fb::Compression::Zstd, 0, false,
+                                          UINT64_MAX, 4));
+  ASSERT_EQ(p.blobs.size(), 4u);
+  for (const BlobDesc& b : p.blobs) EXPECT_TRUE(b.data.empty());
+  EXPECT_LT(peak_rss_kib() - before, 256 << 10) << "KiB more at the peak";
 }
 
 TEST(PefCrafted, DamagedZstdFrames) {

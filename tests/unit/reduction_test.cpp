@@ -448,3 +448,47 @@ TEST(SumMean, Gradients) {
   check_gradients("mean", {rand_tensor({2, 3, 2}, DType::Float64, 72)}, dims({0, 2}));
   check_gradients("mean", {noncontiguous(rand_tensor({3, 2}, DType::Float64, 73))});
 }
+
+TEST(Norm, EveryOrderMatchesReference) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const Dims shape{3, 4, 2};
+  Tensor x = rand_tensor(shape, DType::Float64, 81, -2, 2);
+  x.data<double>()[5] = 0;  // a zero for the count of nonzeros
+  auto order = [](double p) {
+    return [p](const Group& g) {
+      double acc = p == -inf ? inf : 0;
+      for (double v : g) {
+        const double a = std::abs(v);
+        if (p == inf) acc = std::max(acc, a);
+        else if (p == -inf) acc = std::min(acc, a);
+        else if (p == 0) acc += v != 0;
+        else acc += std::pow(a, p);
+      }
+      return std::isinf(p) || p == 0 ? acc : std::pow(acc, 1 / p);
+    };
+  };
+  for (double p : {2.0, 1.0, 3.0, 0.0, inf, -inf})
+    for (const Ints& d : {Ints{}, Ints{1}, Ints{0, 2}}) {
+      SCOPED_TRACE("p " + std::to_string(p) + ", " + std::to_string(d.size()) + " dims");
+      Attrs a = d.empty() ? Attrs{{"p", p}} : Attrs{{"p", p}, {"dim", d}};
+      expect_values(call1("norm", {x}, a), ref_reduce(values(x), shape, d, order(p)), 1e-12);
+      expect_values(call1("norm", {noncontiguous(x)}, a),
+                    ref_reduce(values(x), shape, d, order(p)), 1e-12);
+    }
+  Tensor x32 = x.to(DType::Float32);
+  Tensor n32 = call1("norm", {x32}, {{"dim", Ints{-1}}, {"keepdim", true}});
+  EXPECT_EQ(n32.dtype(), DType::Float32);
+  EXPECT_EQ(n32.shape(), (Dims{3, 4, 1}));
+  expect_values(n32, ref_reduce(values(x32), shape, {2}, order(2)), 1e-6);
+  EXPECT_EQ(status_of([&] { call1("norm", {make({1, 2, 3}, {3}, DType::Int64)}); }), Status::DTypeMismatch);
+}
+
+TEST(Norm, NormalizeFloorsTheDivisorAtEps) {
+  Tensor x = make({3, 4, 0, 0, 1e-14, 0}, {3, 2});
+  // Rows: divided by 5; all zeros stays zeros; a tiny row is divided by eps.
+  expect_values(call1("normalize", {x}), {0.6, 0.8, 0, 0, 0.01, 0}, 1e-12);
+  expect_values(call1("normalize", {x}, {{"p", 1.0}, {"dim", Ints{0}}, {"eps", 1e-12}}),
+                {3 / (3 + 1e-14), 1, 0, 0, 1e-14 / (3 + 1e-14), 0}, 1e-12);
+  check_gradients("normalize", {rand_tensor({3, 4}, DType::Float64, 82)},
+                  {{"dim", Ints{0, 1}}});
+}

@@ -3,6 +3,8 @@
 // element, and a compile per op) stays within seconds.
 #include "registry_sweep_recipes.h"
 
+#include <limits>
+
 #include "engine/kernels/gemm.h"
 #include "engine/ops/autograd.h"
 #include "op_test_util.h"
@@ -126,6 +128,9 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["matmul"].push_back(with({uniform({3}), uniform({3})}));
   r["matmul"].push_back(with({uniform({2, 1, 2, 3}), uniform({2, 3, 2})}));
   r["addmm"].push_back(with({uniform({2, 4}), uniform({2, 3}), uniform({3, 4})}));
+  r["baddbmm"].push_back(with({uniform({2, 1, 4}), uniform({2, 2, 3}), uniform({2, 3, 4})},
+                              {{"beta", 0.5}, {"alpha", -2.0}}));
+  r["baddbmm"].push_back(with({uniform({4}), uniform({3, 2, 5}), uniform({3, 5, 4})}));
   // Convolutions: no bias, dilation, depthwise (groups = channels).
   r["conv2d"].push_back(with({uniform({2, 2, 5, 5}), uniform({3, 2, 2, 2}), absent()},
                              {{"padding", Ints{2, 1}}, {"dilation", Ints{2, 2}}}));
@@ -161,6 +166,11 @@ void add_variants(std::map<std::string, Recipes>& r) {
   // Training with running statistics: they are updated, and not differentiated.
   r["batch_norm"].push_back(
       with({uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}), uniform({3}, 0.5, 2)}));
+  r["batch_norm"].back().no_grad = {3, 4};
+  // Counting batches: a cumulative average of the running statistics.
+  r["batch_norm"].push_back(with({uniform({4, 3}), uniform({3}), uniform({3}), uniform({3}),
+                                  uniform({3}, 0.5, 2), given({2}, {}, DType::Int64)},
+                                 {{"cumulative_average", true}}));
   r["batch_norm"].back().no_grad = {3, 4};
   r["batch_norm_backward"].push_back(with({uniform({2, 3, 2, 2}), uniform({2, 3, 2, 2}),
                                            uniform({3}), uniform({3}), uniform({3}, 0.5, 2)},
@@ -232,6 +242,17 @@ void add_variants(std::map<std::string, Recipes>& r) {
       r[op].push_back(with({uniform(shape), uniform(shape)}));
   }
   r["sum"].push_back(with({uniform({0, 3})}, {{"dim", Ints{0}}}));
+  // Norms of every kind of p, over all dims, other dims, keepdim.
+  const double inf = std::numeric_limits<double>::infinity();
+  r["norm"].push_back(with({uniform({2, 3})}));
+  for (double p : {1.0, 3.0, 0.0, inf, -inf})
+    r["norm"].push_back(
+        with({uniform({2, 3, 2})}, {{"p", p}, {"dim", Ints{0, 2}}, {"keepdim", true}}));
+  for (double p : {1.0, inf})
+    r["norm_backward"].push_back(reduction_backward("norm", {2}, {{"dim", Ints{1}}, {"p", p}}));
+  r["normalize"].push_back(with({uniform({2, 3, 2})}, {{"p", 3.0}, {"dim", Ints{0, 2}}}));
+  r["tril"].push_back(with({uniform({2, 3, 3})}, {{"diagonal", int64_t{-1}}}));
+  r["triu"].push_back(with({uniform({2, 4, 3})}));
   r["max"].push_back(with({uniform({2, 0})}, {{"dim", Ints{0}}}));
   r["matmul"].push_back(with({uniform({2, 0}), uniform({0, 3})}));
   r["linear"].push_back(with({uniform({0, 3}), uniform({4, 3}), uniform({4})}));
@@ -254,6 +275,8 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["mean"].push_back(integer(with({index({2, 3}, 9)}, {{"dtype", DType::Float64}})));
   r["clamp"].push_back(
       integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})}, {{"min", -1.0}, {"max", 3.0}})));
+  for (const char* op : {"tril", "triu"})
+    r[op].push_back(integer(with({given({1, -2, 3, 4, -5, 6}, {2, 3})})));
   // Sizes that are no multiple of a vector width or a GEMM tile: the
   // kernels' remainder loops.
   for (const char* op : {"exp", "tanh", "sigmoid", "gelu", "silu", "log_softmax", "softmax"})
@@ -339,6 +362,11 @@ std::map<std::string, Recipes> build_recipes() {
   r["mean"].push_back(with({uniform({2, 3})}, {{"dim", Ints{0}}}));
   r["cumsum"].push_back(with({uniform({2, 3})}, {{"dim", int64_t{1}}, {"reverse", true}}));
   r["extremum_backward"].push_back(reduction_backward("max", {2}, {{"dim", Ints{1}}}));
+  r["norm"].push_back(with({uniform({2, 3})}, {{"dim", Ints{1}}}));
+  r["norm_backward"].push_back(reduction_backward("norm", {2}, {{"dim", Ints{1}}}));
+  r["normalize"].push_back(with({uniform({2, 3})}));
+  for (const char* op : {"tril", "triu"})
+    r[op].push_back(with({uniform({3, 4})}, {{"diagonal", int64_t{1}}}));
   r["logsumexp_backward"].push_back(reduction_backward("logsumexp", {2}, {{"dim", Ints{1}}}));
   r["var_backward"].push_back(reduction_backward("std", {2}, {{"dim", Ints{1}}, {"std", true}}));
   for (const char* op : {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"})
@@ -402,6 +430,53 @@ std::map<std::string, Recipes> build_recipes() {
       with({uniform({4, 3}), given({2, 0}, {2}), uniform({2, 3})}, {{"accumulate", true}}));
   r["scatter_add"].push_back(
       with({uniform({3, 4}), index({2, 4}, 3), uniform({2, 4})}, {{"dim", int64_t{0}}}));
+  r["scatter"].push_back(
+      with({uniform({3, 4}), given({2, 0, 1, 1, 2, 0}, {2, 3}), uniform({2, 4})},
+           {{"dim", int64_t{0}}}));
+  r["scatter"].push_back(
+      with({uniform({3, 4}), given({3, 0, 1, 2}, {2, 2}), uniform({2, 3})}, {{"dim", int64_t{1}}}));
+  // Ordering: uniform values have no ties, so every order is one function.
+  r["sort"].push_back(with({uniform({3, 5})}));
+  r["sort"].push_back(with({uniform({4, 3, 2})}, {{"dim", int64_t{1}}, {"descending", true}}));
+  Recipe ties = with({given({3, 1, 3, 2, 1, 3}, {6})}, {{"stable", true}});
+  ties.gradient = false;  // integers
+  r["sort"].push_back(ties);
+  r["topk"].push_back(with({uniform({3, 5})}, {{"k", int64_t{2}}}));
+  r["topk"].push_back(
+      with({uniform({4, 3, 2})}, {{"k", int64_t{3}}, {"dim", int64_t{0}}, {"largest", false}}));
+  r["kthvalue"].push_back(with({uniform({3, 5})}, {{"k", int64_t{2}}}));
+  r["kthvalue"].push_back(
+      with({uniform({4, 3, 2})}, {{"k", int64_t{4}}, {"dim", int64_t{0}}, {"keepdim", true}}));
+  // Attention: a plain case, a causal one crossing the kernel's 64-row blocks,
+  // a broadcast bool mask (every row attends some key) and a float mask,
+  // whose gradient is checked too.
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 3, 4}), uniform({2, 5, 4}), uniform({2, 5, 3})}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({1, 1, 70, 3}), uniform({1, 1, 70, 3}), uniform({1, 1, 70, 2})},
+           {{"is_causal", true}, {"scale", 0.7}}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 2, 3, 4}), uniform({2, 2, 5, 4}), uniform({2, 2, 5, 3}),
+            given({1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 1}, {3, 5}, DType::Bool)}));
+  r["scaled_dot_product_attention"].push_back(
+      with({uniform({2, 3, 4}), uniform({2, 5, 4}), uniform({2, 5, 3}), uniform({2, 1, 5})}));
+  for (bool causal : {false, true}) {
+    Recipe bwd;
+    bwd.attrs = {{"is_causal", causal}};
+    bwd.make_inputs = [causal] {
+      const Dims qs{2, 66, 3}, ks{2, causal ? 66 : 67, 3};
+      Tensor q = rand_tensor(qs, DType::Float64, 2), k = rand_tensor(ks, DType::Float64, 3),
+             v = rand_tensor(ks, DType::Float64, 4);
+      auto fwd = [&] {
+        autograd::NoGradGuard ng;
+        return call("scaled_dot_product_attention", {q, k, v}, {{"is_causal", causal}});
+      }();
+      const Tensor gout = rand_tensor(fwd[0].shape(), DType::Float64, 5);
+      const Tensor glse = rand_tensor(fwd[1].shape(), DType::Float64, 6);
+      return std::vector<Tensor>{gout, q, k, v, fwd[0], fwd[1], Tensor(), glse};
+    };
+    r["scaled_dot_product_attention_backward"].push_back(bwd);
+  }
   r["slice"].push_back(with({uniform({5, 3})}, kSlice));
   r["slice_backward"].push_back(with({uniform({2, 3})}, merged(kSlice, {{"shape", Ints{5, 3}}})));
   r["narrow"].push_back(with({uniform({4, 3})},
@@ -432,6 +507,13 @@ std::map<std::string, Recipes> build_recipes() {
   // Creation.
   for (const char* op : {"zeros", "ones"}) r[op].push_back(with({}, {{"shape", Ints{2, 3}}}));
   r["full"].push_back(with({}, {{"shape", Ints{2, 3}}, {"value", 1.5}}));
+  // The *_like ops read only x's shape: their result has no gradient.
+  for (const char* op : {"zeros_like", "ones_like", "full_like"}) {
+    r[op].push_back(with({uniform({2, 3})}, std::string(op) == "full_like"
+                                                ? Attrs{{"value", 2.5}}
+                                                : Attrs{}));
+    r[op].back().gradient = false;
+  }
   r["arange"].push_back(with({}, {{"start", 1.0}, {"end", 4.0}, {"step", 0.5}}));
   r["eye"].push_back(with({}, {{"n", int64_t{3}}, {"m", int64_t{4}}}));
   for (const char* op : {"rand", "randn"})

@@ -3,6 +3,7 @@
 // grad_of_outputs pattern (the loss computed on the host).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <regex>
 
 #include "compile_test_util.h"
@@ -105,6 +106,28 @@ TEST(RuntimeRun, HyperparametersPersistAcrossRuns) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("its argins are: lr"), std::string::npos) << e.what();
+  }
+}
+
+// A PEF's argin default reaches the kernels on the first run, so the load
+// refuses one that set_argin would refuse.
+TEST(RuntimeRun, AnArginDefaultOutsideItsRangeIsRefusedAtLoad) {
+  Net n;
+  n.dropout = 0.5;
+  ThreadPool pool(1);
+  for (const auto& [name, bad] : std::vector<std::pair<std::string, AttrValue>>{
+           {"lr", std::numeric_limits<double>::quiet_NaN()}, {".p", 5.0}, {"lr", -1.0}}) {
+    pef::ProgramDesc d = round_trip(compiler::compile_program({with_loss(n, 0.1)}, {}));
+    for (auto& a : d.argins)
+      if (a.name == name || a.name.ends_with(name)) a.default_value = bad;
+    try {
+      Runtime rt(std::move(d), pool, nullptr);
+      ADD_FAILURE() << name << " = " << attr_value_str(bad) << " loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::CorruptFile) << e.what();
+      EXPECT_NE(std::string(e.what()).find("PEF: the default of argin"), std::string::npos)
+          << e.what();
+    }
   }
 }
 

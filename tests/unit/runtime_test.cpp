@@ -3,12 +3,15 @@
 #include "engine/runtime/runtime.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "compile_test_util.h"
 #include "compiler/compile.h"
 #include "engine/ops/autograd.h"
+#include "engine/runtime/device.h"
 #include "op_test_util.h"
 
 namespace samba::runtime {
@@ -134,6 +137,24 @@ TEST(Runtime, RefusedRunsChangeNothing) {
   RunRequest range;
   range.from_call = 2;
   EXPECT_THROW(rt.run(range), Error);
+}
+
+// A kernel that writes past the end (or before the start) of the device
+// memory it was given faults at once: the arena's end lies against a guard
+// page (within its 64-byte alignment), so the overrun never lands in other
+// memory. A run that stays inside works as before.
+TEST(DeviceArena, AccessPastEitherEndFaults) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  DeviceArena arena(100);
+  ASSERT_EQ(arena.size(), 100u);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(arena.data()) % 64, 0u);
+  std::memset(arena.data(), 0x5a, arena.size());
+  EXPECT_EQ(arena.data()[99], std::byte{0x5a});
+  std::byte* volatile past_end = arena.data() + 128;
+  EXPECT_DEATH(*past_end = std::byte{1}, "");
+  const long page = sysconf(_SC_PAGESIZE);
+  std::byte* volatile before_start = arena.data() - (page - 128) - 1;
+  EXPECT_DEATH(*before_start = std::byte{1}, "");
 }
 
 }  // namespace

@@ -419,3 +419,17 @@ TEST(Pad, ReducedFloatAndLarge) {
       for (int64_t c = 0; c < 35; ++c)
         ASSERT_EQ(vp[(a * 45 + b) * 35 + c], vx[(a * 40 + refl(b - 1, 40)) * 30 + refl(c - 3, 30)]);
 }
+
+TEST(Triangle, KeepsTheDiagonalsAsked) {
+  Tensor x = make({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  expect_values(call1("tril", {x}), {1, 0, 0, 4, 5, 0, 7, 0, 0, 10, 11, 0}, 0);
+  expect_values(call1("triu", {x}, {{"diagonal", int64_t{1}}}),
+                {0, 2, 3, 0, 0, 6, 0, 8, 9, 0, 0, 12}, 0);
+  expect_values(call1("tril", {x}, {{"diagonal", int64_t{-1}}}),
+                {0, 0, 0, 4, 0, 0, 0, 0, 0, 10, 0, 0}, 0);
+  expect_values(call1("triu", {x}, {{"diagonal", int64_t{5}}}), std::vector<double>(12, 0), 0);
+  Tensor mask = call1("tril", {make({1, 1, 1, 1}, {2, 2}, DType::Bool)});
+  EXPECT_EQ(mask.dtype(), DType::Bool);
+  expect_values(mask, {1, 0, 1, 1}, 0);
+  EXPECT_EQ(status_of([&] { call1("triu", {make({1, 2}, {2})}); }), Status::ShapeMismatch);
+}

@@ -173,7 +173,11 @@ Function describe(const OpDef& op, const std::string& name) {
       f.body.push_back(
           fmt::format("{}(\"{}\", {}, n_{}, {})", ints ? "ints" : "floats", a.name, n, n, req));
     }
-    wrap(doc, fmt::format(" *   {} ({}, {}):", n, samba::attr_type_name(a.type), default_text(a)),
+    // The schema's range is what every path (this call, run, set_argin)
+    // refuses outside of, so the header states it.
+    wrap(doc,
+         fmt::format(" *   {} ({}, {}{}):", n, samba::attr_type_name(a.type), default_text(a),
+                     a.range ? ", " + a.range->str() : std::string()),
          a.doc, " *     ");
   }
   if (op.outputs.size() == 1 && op.outputs[0].variadic) {

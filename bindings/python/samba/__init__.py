@@ -20,7 +20,8 @@ from .tensor import SambaTensor, as_tensor, from_dlpack, from_numpy
 from .torch_interop import from_torch_model_, from_torch_tensor, to_torch
 from .graph import SambaGraph
 from .sambaloader import SambaLoader
-from . import optim
+from . import functional, optim
+from .functional import einsum
 from . import utils
 
 __version__ = _lib.samba_version().decode()

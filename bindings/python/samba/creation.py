@@ -35,7 +35,8 @@ def zeros(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None
     return empty(*size, dtype=dtype, name=name, requires_grad=requires_grad, batch_dim=batch_dim)
 
 
-def full(size, fill_value, dtype="float32", name=None, requires_grad=False, batch_dim=None):
+def full(size, fill_value, dtype="float32", name=None, requires_grad=False, batch_dim=None, device=None):
+    """torch.full's form; `device` is accepted for torch code and ignored (Samba has one device)."""
     t = call_op("full", [], {"shape": list(size), "value": float(fill_value), "dtype": dtype})
     return _finish(t, name, requires_grad, batch_dim)
 
@@ -44,7 +45,8 @@ def ones(*size, dtype="float32", name=None, requires_grad=False, batch_dim=None)
     return full(_shape(size), 1.0, dtype=dtype, name=name, requires_grad=requires_grad, batch_dim=batch_dim)
 
 
-def arange(start, end=None, step=1, dtype=None, name=None, requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, name=None, requires_grad=False, device=None):
+    """torch.arange's form; `device` is accepted for torch code and ignored (Samba has one device)."""
     if end is None:
         start, end = 0, start
     if dtype is None:

@@ -27,9 +27,13 @@ def _i64_array(values):
 # torch.return_types' shapes: (values, indices) that unpack, index and name like torch's.
 MaxResult = collections.namedtuple("max", ["values", "indices"])
 MinResult = collections.namedtuple("min", ["values", "indices"])
+SortResult = collections.namedtuple("sort", ["values", "indices"])
+TopkResult = collections.namedtuple("topk", ["values", "indices"])
+KthvalueResult = collections.namedtuple("kthvalue", ["values", "indices"])
+MedianResult = collections.namedtuple("median", ["values", "indices"])
 
-# Torch functions returning (values, indices) that need a sort the registry does not have yet.
-SORTING_FUNCTIONS = ("sort", "topk", "kthvalue", "median", "mode", "msort", "argsort")
+# Torch functions returning (values, indices) that no registry op computes yet.
+UNSUPPORTED_VALUE_INDEX_FUNCTIONS = ("mode",)
 
 
 class TensorOps:
@@ -177,6 +181,87 @@ class TensorOps:
         """x.min(): the smallest value; x.min(dim, keepdim) -> (values, indices); x.min(other): elementwise."""
         return self._extreme("min", MinResult, dim, keepdim)
 
+    # ---- ordering: (values, int64 indices) as torch.return_types ----------------------
+    def sort(self, dim=-1, descending=False, stable=False):
+        """torch.sort: (values, indices) along dim; stable whatever `stable` says."""
+        return SortResult(*self._call_op("sort", [self], {"dim": dim, "descending": bool(descending)}))
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        return self.sort(dim, descending).indices
+
+    def msort(self):
+        return self.sort(0).values
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - torch's name
+        """torch.topk: the k largest (smallest) (values, indices) along dim, always sorted."""
+        return TopkResult(*self._call_op("topk", [self], {"k": int(k), "dim": dim, "largest": bool(largest)}))
+
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        """torch.kthvalue: the k-th smallest (values, indices) along dim (k counts from 1)."""
+        return KthvalueResult(*self._call_op("kthvalue", [self], {"k": int(k), "dim": dim, "keepdim": bool(keepdim)}))
+
+    def median(self, dim=None, keepdim=False):
+        """torch.median: the lower median, or NaN (and the first NaN's index) where
+        the line has one; (values, indices) along an int dim."""
+        x, d = (self.reshape(-1), 0) if dim is None else (self, dim)
+        values, indices = x.kthvalue((x.shape[d] + 1) // 2, d, keepdim=True)
+        if dtypes.from_name(x.dtype).is_floating_point:
+            nan = self._call_op("ne", [x, x])
+            first = self._call_op("argmax", [nan.int()], {"dim": d, "keepdim": True})
+            has_nan = nan.gather(d, first)
+            values = self._call_op("where", [has_nan, x.gather(d, first), values])
+            indices = self._call_op("where", [has_nan, first, indices])
+        if dim is None:
+            return values.reshape(())
+        if not keepdim:
+            values, indices = values.squeeze(d), indices.squeeze(d)
+        return MedianResult(values, indices)
+
+    # ---- torch's (dim, index, ...) argument order ----------------------------------------
+    def gather(self, dim, index, sparse_grad=False):
+        return self._call_op("gather", [self, self._coerce(index)], {"dim": dim})
+
+    def index_select(self, dim, index):
+        return self._call_op("index_select", [self, self._coerce(index)], {"dim": dim})
+
+    def _scatter(self, op, dim, index, src, value):
+        index = self._coerce(index)
+        if src is None:
+            src = self.new_full(index.shape, value)
+        elif isinstance(src, (int, float, bool)):
+            src = self.new_full(index.shape, src)
+        return self._call_op(op, [self, index, self._coerce(src)], {"dim": dim})
+
+    def scatter(self, dim, index, src=None, value=None, reduce=None):
+        """torch.scatter: src (a tensor, or a number as `src` or `value`) written at index along dim."""
+        if reduce is not None:
+            raise SambaError("SAMBA_ERR_UNSUPPORTED",
+                             f"SambaTensor.scatter: reduce={reduce!r} is not supported; use scatter_add for 'add'")
+        return self._scatter("scatter", dim, index, src, value)
+
+    def scatter_add(self, dim, index, src):
+        return self._scatter("scatter_add", dim, index, src, None)
+
+    # ---- sizes as torch takes them ---------------------------------------------------
+    def expand(self, *sizes):
+        """x.expand(b, s), x.expand((b, s)): a broadcast view; -1 keeps a size, new dims lead."""
+        return self._call_op("expand", [self], {"shape": list(_dims(sizes))})
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def repeat(self, *sizes):
+        """x.repeat(2, 1), x.repeat((2, 1)): x tiled along each dim."""
+        return self._call_op("repeat", [self], {"repeats": list(_dims(sizes))})
+
+    def bmm(self, mat2):
+        return self._call_op("bmm", [self, self._coerce(mat2)])
+
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+        """beta * self + alpha * (batch1 @ batch2), as torch.baddbmm."""
+        return self._call_op("baddbmm", [self, self._coerce(batch1), self._coerce(batch2)],
+                             {"beta": float(beta), "alpha": float(alpha)})
+
     # ---- operators -------------------------------------------------------------------
     def _op(self, name, other=None, reverse=False):
         if other is None:
@@ -222,10 +307,10 @@ class TensorOps:
 
     def __getattr__(self, name):
         # Registry ops as methods: x.relu(), x.sum(dim=[1]), x.softmax(dim=1).
-        if name in SORTING_FUNCTIONS:
+        if name in UNSUPPORTED_VALUE_INDEX_FUNCTIONS:
             raise SambaError("SAMBA_ERR_UNSUPPORTED",
-                             f"SambaTensor.{name}: Samba has no sort op yet, so it cannot compute {name}'s "
-                             f"(values, indices); use max/min along a dim, or argmax/argmin")
+                             f"SambaTensor.{name}: Samba has no op computing {name}'s (values, indices); "
+                             f"sort, topk, kthvalue, median and max/min along a dim are supported")
         if not is_op(name):
             raise AttributeError(f"SambaTensor has no attribute or op '{name}'")
         return lambda *args, **kwargs: self._call_bound(name, (self,) + args, kwargs)

@@ -9,13 +9,14 @@ how each maps to the op (same name, renamed, or dropped when it has the
 value that needs nothing). Functions not in the table whose name is a
 registry op are called through the generated op function."""
 from ._lib import SambaError
-from . import dtypes
+from . import dtypes, functional
 from .ops import is_op, schema
 
 # (torch function, registry op, torch parameters). A parameter is `name`
 # (the op's input or attribute of that name), `name:opname` (renamed),
 # `name=VALUE` (accepted only with that value, then dropped) or `name=*`
-# (always dropped).
+# (always dropped). An optional fourth item rewrites the bound arguments
+# where torch spells a value differently (p='fro').
 _TABLE = [
     ("nn.functional.linear", "linear", "input:x weight bias"),
     ("nn.functional.layer_norm", "layer_norm", "input:x normalized_shape weight bias eps"),
@@ -53,7 +54,53 @@ _TABLE = [
     ("mean", "mean", "input:x dim keepdim dtype"),
     ("exp", "exp", "input:x"),
     ("log", "log", "input:x"),
+    ("nn.functional.batch_norm", "batch_norm", "input:x running_mean running_var weight bias training momentum eps"),
+    ("nn.functional.silu", "silu", "input:x inplace=False"),
+    ("nn.functional.leaky_relu", "leaky_relu", "input:x negative_slope inplace=False"),
+    ("nn.functional.binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits",
+     "input target weight size_average=None reduce=None reduction pos_weight"),
+    ("norm", "norm", "input:x p dim keepdim out=None dtype=None", lambda a: _norm_order(a, "p")),
+    ("linalg.vector_norm", "norm", "input:x ord:p dim keepdim out=None dtype=None", lambda a: _norm_order(a, "ord")),
+    ("nn.functional.normalize", "normalize", "input:x p dim eps out=None"),
+    ("cumsum", "cumsum", "input:x dim dtype out=None"),
+    ("where", "where", "condition:cond input:a other:b out=None"),
+    ("masked_fill", "masked_fill", "input:x mask value", lambda a: _number(a, "value")),
+    ("tril", "tril", "input:x diagonal out=None"),
+    ("triu", "triu", "input:x diagonal out=None"),
+    ("zeros_like", "zeros_like", "input:x dtype layout=None device=* requires_grad=False memory_format=*"),
+    ("ones_like", "ones_like", "input:x dtype layout=None device=* requires_grad=False memory_format=*"),
+    ("full_like", "full_like",
+     "input:x fill_value:value dtype layout=None device=* requires_grad=False memory_format=*",
+     lambda a: _number(a, "fill_value")),
+    ("bmm", "bmm", "input:a mat2:b"),
+    ("baddbmm", "baddbmm", "input batch1:a batch2:b beta alpha"),
+    ("gather", "gather", "input:x dim index sparse_grad=False"),
+    ("scatter_add", "scatter_add", "input:x dim index src"),
 ]
+
+# Torch functions whose SambaTensor method has torch's signature (and result
+# types: the (values, indices) named tuples), and those that samba.functional
+# composes from registry ops.
+_METHODS = ("max", "min", "sort", "argsort", "msort", "topk", "kthvalue", "median", "scatter", "index_select")
+_COMPOSED = ("einsum", "scaled_dot_product_attention", "_scaled_dot_product_attention",
+             "multi_head_attention_forward")
+
+
+def _norm_order(args, name):
+    """torch spells the 2-norm 'fro' (torch.norm's default); the nuclear norm has no op."""
+    p = args.get(name, "fro")
+    if p == "nuc":
+        raise SambaError("SAMBA_ERR_UNSUPPORTED", "torch.norm: p='nuc' (the nuclear norm) is not supported on Samba")
+    args[name] = 2.0 if p in ("fro", None) else float(p)
+    return args
+
+
+def _number(args, name):
+    """A fill value given as a one-element tensor becomes the number it holds."""
+    if hasattr(args.get(name), "item"):
+        args[name] = args[name].item()
+    return args
+
 
 _REVERSED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
              "__rmatmul__": "matmul", "__rpow__": "pow"}
@@ -87,12 +134,12 @@ def _table():
     if _resolved is None:
         torch = torch_module()
         _resolved = {}
-        for path, op, spec in _TABLE:
+        for path, op, spec, *adapt in _TABLE:
             obj = torch
             for part in path.split("."):
                 obj = getattr(obj, part, None)
             if obj is not None:
-                _resolved[obj] = (op, _parse(spec), path)
+                _resolved[obj] = (op, _parse(spec), path, adapt[0] if adapt else None)
     return _resolved
 
 
@@ -106,7 +153,7 @@ def _attr_value(v):
 
 
 def _call_table(cls, entry, args, kwargs):
-    op, params, path = entry
+    op, params, path, adapt = entry
     if len(args) > len(params):
         raise TypeError(f"torch.{path}: {len(args)} positional arguments; Samba maps at most {len(params)}")
     bound = dict(zip((p[0] for p in params), args))
@@ -115,6 +162,8 @@ def _call_table(cls, entry, args, kwargs):
         if k not in names:
             raise TypeError(f"torch.{path}: argument '{k}' is not supported by Samba's {op}")
         bound[k] = v
+    if adapt:
+        bound = adapt(bound)
     sch = schema(op)
     inputs = {i["name"]: i for i in sch["inputs"]}
     tensors, attrs = {}, {}
@@ -158,12 +207,14 @@ def dispatch(cls, func, args, kwargs):
         return cls._coerce(args[1])._op(_REVERSED[name], args[0])
     if name in _DUNDER:
         return cls._coerce(args[0])._op(_DUNDER[name], *args[1:])
-    if name in ("max", "min") and args:
+    if name in _METHODS and args:
         return getattr(cls._coerce(args[0]), name)(*args[1:], **kwargs)
+    if name in _COMPOSED:
+        return getattr(functional, name)(*args, **kwargs)
     if name == "split":
         return cls._coerce(args[0]).split(*args[1:], **kwargs)
     if not is_op(name):
         raise SambaError("SAMBA_ERR_UNSUPPORTED",
                          f"torch function {getattr(func, '__module__', '') or 'torch'}.{name} has no Samba op; "
-                         f"supported: {sorted(p for _, _, p in _table().values())} and the registry ops")
+                         f"supported: {sorted(e[2] for e in _table().values())} and the registry ops")
     return cls._call_bound(name, args, kwargs)

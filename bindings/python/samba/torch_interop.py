@@ -4,6 +4,7 @@ become SambaTensors (from_torch_model_). The __torch_function__ dispatch is
 torch_dispatch.py's."""
 from .tensor import SambaTensor, from_torch_tensor, torch_view
 from .torch_dispatch import torch_module
+from .torch_modules import adapt_module
 
 __all__ = ["from_torch_model_", "from_torch_tensor", "to_torch", "torch_view"]
 
@@ -24,7 +25,8 @@ def from_torch_model_(model):
     """Converts, in place, every parameter and buffer of a torch.nn.Module into a
     SambaTensor named after its module path ('gemm1.weight'), sharing memory
     with the torch tensor; parameters are marked as such and keep
-    requires_grad. Returns the model."""
+    requires_grad. Modules whose forward cannot be traced as written
+    (BatchNorm's batch counting) get one that can. Returns the model."""
     torch = torch_module()
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"from_torch_model_: expected a torch.nn.Module, got {type(model).__name__}")
@@ -42,4 +44,5 @@ def from_torch_model_(model):
                     converted[id(value)] = st
                 # A module checks what it stores under a parameter name: write the dict itself.
                 table[key] = converted[id(value)]
+        adapt_module(torch, module)
     return model
