@@ -8,9 +8,40 @@
 #include "engine/core/error.h"
 #include "engine/profile/profiler.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define SAMBA_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SAMBA_TSAN 1
+#endif
+#endif
+#ifdef SAMBA_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace samba::runtime {
 
 namespace flow = tbb::flow;
+
+namespace {
+// libtbb.so is not built with ThreadSanitizer, so TSan cannot see that
+// try_put hands a section to the workers and wait_for_all waits for every
+// node; these tell it what oneTBB guarantees, on the section graph's address.
+void handed_over(const void* sync) {
+#ifdef SAMBA_TSAN
+  __tsan_release(const_cast<void*>(sync));
+#else
+  (void)sync;
+#endif
+}
+void taken_over(const void* sync) {
+#ifdef SAMBA_TSAN
+  __tsan_acquire(const_cast<void*>(sync));
+#else
+  (void)sync;
+#endif
+}
+}  // namespace
 
 struct ExecutionContext::SectionGraph {
   flow::graph graph;
@@ -113,14 +144,17 @@ ExecutionContext::SectionGraph& ExecutionContext::graph_of(size_t index, const S
       const int32_t kernel = sp.kernels[j];
       g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
           g->graph, [this, raw, kernel](const flow::continue_msg&) {
-            if (raw->failed.load(std::memory_order_relaxed)) return;
-            try {
-              run_kernel(kernel, *current_);
-            } catch (...) {
-              std::lock_guard<std::mutex> lock(raw->error_mu);
-              if (!raw->error) raw->error = std::current_exception();
-              raw->failed = true;
+            taken_over(raw);
+            if (!raw->failed.load(std::memory_order_relaxed)) {
+              try {
+                run_kernel(kernel, *current_);
+              } catch (...) {
+                std::lock_guard<std::mutex> lock(raw->error_mu);
+                if (!raw->error) raw->error = std::current_exception();
+                raw->failed = true;
+              }
             }
+            handed_over(raw);
           }));
     }
     for (size_t j = 0; j < n; ++j) {
@@ -149,8 +183,10 @@ void ExecutionContext::run_plan(size_t index, const SectionPlan& sp, const RunVa
   current_ = &values;
   g.failed = false;
   g.error = nullptr;
+  handed_over(&g);
   g.start.try_put(flow::continue_msg());
   g.graph.wait_for_all();
+  taken_over(&g);
   current_ = nullptr;
   if (g.error) std::rethrow_exception(g.error);
 }
