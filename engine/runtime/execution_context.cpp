@@ -7,41 +7,11 @@
 
 #include "engine/core/error.h"
 #include "engine/profile/profiler.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define SAMBA_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SAMBA_TSAN 1
-#endif
-#endif
-#ifdef SAMBA_TSAN
-#include <sanitizer/tsan_interface.h>
-#endif
+#include "engine/runtime/tbb_handover.h"
 
 namespace samba::runtime {
 
 namespace flow = tbb::flow;
-
-namespace {
-// libtbb.so is not built with ThreadSanitizer, so TSan cannot see that
-// try_put hands a section to the workers and wait_for_all waits for every
-// node; these tell it what oneTBB guarantees, on the section graph's address.
-void handed_over(const void* sync) {
-#ifdef SAMBA_TSAN
-  __tsan_release(const_cast<void*>(sync));
-#else
-  (void)sync;
-#endif
-}
-void taken_over(const void* sync) {
-#ifdef SAMBA_TSAN
-  __tsan_acquire(const_cast<void*>(sync));
-#else
-  (void)sync;
-#endif
-}
-}  // namespace
 
 struct ExecutionContext::SectionGraph {
   flow::graph graph;
