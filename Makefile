@@ -1,7 +1,7 @@
 # make wraps cmake. `make demo` and `make test` work on a fresh Debian
 # machine: both install what is missing first (scripts/setup.sh).
 #
-#   make setup     install missing system packages (apt-get; idempotent)
+#   make setup     install missing system packages (apt-get; idempotent), fetch the Rust crates
 #   make           Release build in $(BUILD)
 #   make test      build, then run every test (unit, C ABI, install, examples)
 #   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
@@ -34,8 +34,12 @@ SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_D
 
 all: build
 
+# Also fills cargo's registry cache with the Rust crates' locked
+# dependencies, so their build and tests (rust.binding) then work offline.
 setup:
 	@bash scripts/setup.sh
+	@PATH="$$PATH:$$HOME/.cargo/bin"; if command -v cargo >/dev/null 2>&1; then \
+	  cargo fetch --locked --manifest-path bindings/rust/Cargo.toml; fi
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX)

@@ -45,5 +45,16 @@ if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
 else()
   set(SAMBA_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
+# Libs carries an rpath to libdir, so that a program linked with the flags
+# pkg-config gives (a cgo package with `#cgo pkg-config: samba`, a plain
+# compiler call) finds libsamba.so in a prefix outside the loader's search
+# path without LD_LIBRARY_PATH. A distribution package installing into the
+# system libdir turns it off.
+option(SAMBA_PKGCONFIG_RPATH "samba.pc's Libs add -Wl,-rpath to the installed libdir" ON)
+if(SAMBA_PKGCONFIG_RPATH)
+  set(SAMBA_PC_RPATH " -Wl,-rpath,\${libdir}")
+else()
+  set(SAMBA_PC_RPATH "")
+endif()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/samba.pc.in ${CMAKE_BINARY_DIR}/samba.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/samba.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

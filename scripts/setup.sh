@@ -9,10 +9,11 @@ packages=(
   libtbb-dev libeigen3-dev libflatbuffers-dev flatbuffers-compiler libzstd-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libxxhash-dev zlib1g-dev doxygen abigail-tools
-  clang llvm
+  clang llvm libclang-dev
   python3-numpy python3-pytest python3-torch python3-venv
 )
 
+# libclang-dev: bindgen (the samba-sys crate's build) parses samba.h with it.
 # The Rust and Go bindings' toolchains: Debian's, unless one is already
 # installed (rustup's in ~/.cargo/bin, Go's in /usr/local/go/bin).
 command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || packages+=(cargo)

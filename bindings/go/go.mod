@@ -1,3 +1,3 @@
-module samba
+module github.com/sambaflow/samba/bindings/go
 
 go 1.19

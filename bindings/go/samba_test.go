@@ -125,17 +125,17 @@ func TestCompiledTrainingMatchesEagerTraining(t *testing.T) {
 		loss, err := forward(p, in[0], in[1])
 		return []*Tensor{loss}, err
 	}
-	sgd := must(NewOptimizer("sgd", map[string]float64{"lr": lr, "momentum": momentum}))
-	if err := sgd.AddParamGroup(p); err != nil {
+	sgd := must(NewOptimizer("sgd", Attrs{"lr": lr, "momentum": momentum}))
+	if err := sgd.AddParamGroup(p, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := must(NewSession(2))
-	defer s.Release()
+	defer s.Close()
 	pef := filepath.Join(t.TempDir(), "go_ffn.pef")
-	if err := s.Compile(model, []*Tensor{x, y}, []*Optimizer{sgd}, pef, []int64{0}); err != nil {
+	if err := s.Compile(model, []*Tensor{x, y}, []*Optimizer{sgd}, &CompileOptions{PEFPath: pef, LossIndices: []int64{0}}); err != nil {
 		t.Fatal(err)
 	}
-	outs, err := s.TraceGraph(model, []*Tensor{x, y}, []*Optimizer{sgd}, pef)
+	outs, err := s.TraceGraph(model, []*Tensor{x, y}, []*Optimizer{sgd}, pef, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,18 +163,18 @@ func TestErrorsCarryTheStatusAndMessage(t *testing.T) {
 	a := must(FromFloat32(make([]float32, 6), []int64{2, 3}))
 	_, err := Op1("matmul", a, a)
 	var e *Error
-	if !errors.As(err, &e) || e.StatusName != "SAMBA_ERR_SHAPE_MISMATCH" || !strings.Contains(e.Message, "matmul") {
+	if !errors.As(err, &e) || e.Status != ShapeMismatch || !errors.Is(err, ShapeMismatch) || e.Status.String() != "SAMBA_ERR_SHAPE_MISMATCH" || !strings.Contains(e.Message, "matmul") {
 		t.Fatalf("unexpected error %v", err)
 	}
 	s := must(NewSession(1))
-	defer s.Release()
+	defer s.Close()
 	broken := func([]*Tensor) ([]*Tensor, error) { return nil, errors.New("layer 3 is missing") }
-	err = s.Compile(broken, []*Tensor{a}, nil, filepath.Join(t.TempDir(), "b.pef"), nil)
+	err = s.Compile(broken, []*Tensor{a}, nil, &CompileOptions{PEFPath: filepath.Join(t.TempDir(), "b.pef")})
 	if err == nil || !strings.Contains(err.Error(), "layer 3 is missing") {
 		t.Fatalf("unexpected error %v", err)
 	}
 	panics := func([]*Tensor) ([]*Tensor, error) { panic("boom") }
-	err = s.Compile(panics, []*Tensor{a}, nil, filepath.Join(t.TempDir(), "b.pef"), nil)
+	err = s.Compile(panics, []*Tensor{a}, nil, &CompileOptions{PEFPath: filepath.Join(t.TempDir(), "b.pef")})
 	if err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("unexpected error %v", err)
 	}

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Runs the Go package's tests (bindings/go) against a built libsamba.so.
-# Usage: run_go.sh LIBSAMBA_PATH [EXAMPLE_BINARY DIGITS_DATA]. With the last
-# two, the losses are also checked against the C example's. Exit 77 (skipped)
-# without go.
+# Runs `go vet` and `go test` of the Go module (bindings/go) as a user of an
+# installed Samba would: this build is installed into PREFIX_DIR with
+# `cmake --install`, and the only setting given to go is PKG_CONFIG_PATH
+# pointing at that prefix (the module finds its flags through
+# `#cgo pkg-config: samba`, and the test binary finds libsamba.so through
+# the rpath samba.pc adds).
+# Usage: run_go.sh BUILD_DIR PREFIX_DIR [EXAMPLE_BINARY DIGITS_DATA]. With the
+# last two, the losses are also checked against the C example's. Exit 77
+# (skipped) without go.
 set -euo pipefail
-lib=$1
-export SAMBA_EXAMPLE=${2:-} SAMBA_DIGITS=${3:-}
+build=$1
+prefix=$2
+export SAMBA_EXAMPLE=${3:-} SAMBA_DIGITS=${4:-}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 PATH="$PATH:/usr/local/go/bin"
 if ! command -v go >/dev/null 2>&1; then
   echo "skipped: no go (make setup installs Debian's golang-go when none is present)"
   exit 77
 fi
-libdir="$(cd "$(dirname "$lib")" && pwd)"
+rm -rf "$prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+pc="$(find "$prefix" -name samba.pc -path '*/pkgconfig/*' | head -n1)"
+if [ -z "$pc" ]; then
+  echo "no samba.pc installed under $prefix" >&2
+  exit 1
+fi
+# Nothing from the caller's environment may stand in for what pkg-config gives.
+unset CGO_CFLAGS CGO_CPPFLAGS CGO_LDFLAGS LD_LIBRARY_PATH LIBRARY_PATH CPATH C_INCLUDE_PATH
+export PKG_CONFIG_PATH="$(dirname "$pc")"
 cd "$root/bindings/go"
-# samba.h includes the typed op functions generated into the build tree.
-generated=${SAMBA_GENERATED_INCLUDE:-$libdir/generated/include}
-CGO_ENABLED=1 CGO_CFLAGS="-I$root/include -I$generated" CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir" GOPROXY=off GOFLAGS=-mod=mod \
-  exec go test -count=1 ./...
+go vet ./...
+exec go test -count=1 ./...

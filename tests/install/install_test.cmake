@@ -55,6 +55,11 @@ separate_arguments(san_flags UNIX_COMMAND "${SANITIZE_FLAGS}")
 set(pc_exe ${WORK_DIR}/pkgconfig-consumer)
 run("build pkg-config consumer" ${C_COMPILER} -std=c99 -Wall -Wextra -Werror -pedantic ${san_flags}
     ${SOURCE_DIR}/consumer/consumer.c -o ${pc_exe} ${pc_flags})
-# No RPATH here: the loader finds the library the way an installed one
-# outside the system paths is found.
-run("run pkg-config consumer" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${pc_exe})
+# samba.pc's Libs carry an rpath to libdir (unless SAMBA_PKGCONFIG_RPATH is
+# off): the consumer runs with nothing in LD_LIBRARY_PATH, as a user's
+# program linked this way would.
+if(PC_RPATH)
+  run("run pkg-config consumer" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${pc_exe})
+else()
+  run("run pkg-config consumer" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${pc_exe})
+endif()

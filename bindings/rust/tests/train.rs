@@ -1,33 +1,13 @@
 //! Compiles a two-layer network with SGD (momentum), loads it, runs training
 //! steps, and checks every step's loss against the same training done
 //! eagerly through the library's ops and autograd; plus errors as values.
-use samba::{op1, Attrs, Optimizer, Session, Tensor};
+mod common;
+
+use common::{data, loss as forward, params};
+use samba::{op1, Attrs, CompileOptions, Optimizer, Session, Tensor};
 
 const LR: f64 = 0.2;
 const MOMENTUM: f64 = 0.9;
-
-fn param(name: &str, shape: &[i64], phase: f64) -> Tensor {
-    let n: i64 = shape.iter().product();
-    let v: Vec<f32> = (0..n).map(|i| (0.4 * (1.3 * i as f64 + phase).sin()) as f32).collect();
-    let t = Tensor::from_f32(&v, shape).unwrap();
-    t.set_name(name).unwrap().set_requires_grad(true).unwrap();
-    t
-}
-
-fn data() -> (Tensor, Tensor) {
-    let xs: Vec<f32> = (0..32).map(|i| (0.9 * i as f64).cos() as f32).collect();
-    let x = Tensor::from_f32(&xs, &[8, 4]).unwrap();
-    x.set_name("x").unwrap();
-    let y = Tensor::from_i64(&[0, 1, 2, 1, 0, 2, 2, 1], &[8]).unwrap();
-    y.set_name("y").unwrap();
-    (x, y)
-}
-
-fn forward(p: &[Tensor], x: &Tensor, y: &Tensor) -> samba::Result<Tensor> {
-    let h = op1("tanh", &[&op1("linear", &[x, &p[0], &p[1]], None)?], None)?;
-    let logits = op1("linear", &[&h, &p[2], &p[3]], None)?;
-    op1("cross_entropy", &[&logits, y], None)
-}
 
 /// SGD with momentum done by hand on host tensors, as torch.optim.SGD does it.
 fn eager_losses(steps: usize) -> Vec<f64> {
@@ -66,27 +46,26 @@ fn eager_losses(steps: usize) -> Vec<f64> {
     losses
 }
 
-fn params() -> Vec<Tensor> {
-    vec![param("fc1.weight", &[6, 4], 1.0), param("fc1.bias", &[6], 2.0), param("fc2.weight", &[3, 6], 3.0), param("fc2.bias", &[3], 4.0)]
-}
-
 #[test]
 fn compiled_training_matches_eager_training() {
     let p = params();
     let (x, y) = data();
     let model = |inputs: &[Tensor]| -> samba::Result<Vec<Tensor>> { Ok(vec![forward(&p, &inputs[0], &inputs[1])?]) };
-    let sgd = Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", LR).unwrap().float("momentum", MOMENTUM).unwrap()).unwrap();
+    let sgd =
+        Optimizer::new("sgd", &Attrs::new().unwrap().float("lr", LR).unwrap().float("momentum", MOMENTUM).unwrap())
+            .unwrap();
     sgd.add_param_group(&p.iter().collect::<Vec<_>>()).unwrap();
     let session = Session::new(2).unwrap();
     let pef = std::env::temp_dir().join(format!("rust_ffn_{}.pef", std::process::id()));
     let pef = pef.to_str().unwrap();
-    session.compile(&model, &[&x, &y], &[&sgd], pef, &[0]).unwrap();
-    let outs = session.trace_graph(&model, &[&x, &y], &[&sgd], pef).unwrap();
+    let options = CompileOptions::new().unwrap().pef_path(pef).unwrap().loss_indices(&[0]).unwrap();
+    session.compile(&model, &[&x, &y], &[&sgd], &options).unwrap();
+    let outs = session.trace_graph(&model, &[&x, &y], &[&sgd], pef, None).unwrap();
     assert_eq!(outs.len(), 1);
 
     let want = eager_losses(20);
     for (step, w) in want.iter().enumerate() {
-        let got = session.run(&[&x, &y], &outs, &[]).unwrap()[0].item().unwrap();
+        let got = session.run(&[&x, &y], &outs, None).unwrap()[0].item().unwrap();
         assert!((got - w).abs() <= 1e-5 * w.abs().max(1.0), "step {step}: compiled {got}, eager {w}");
     }
     assert!(want[19] < 0.8 * want[0], "training did not lower the loss: {want:?}");
@@ -99,7 +78,7 @@ fn compiled_training_matches_eager_training() {
 #[test]
 fn errors_are_values_with_the_status_and_message() {
     let a = Tensor::from_f32(&[1.0; 6], &[2, 3]).unwrap();
-    let e = op1("matmul", &[&a, &a], None).err().expect("a 2x3 @ 2x3 product must fail");
+    let e = op1("matmul", &[&a, &a], None).expect_err("a 2x3 @ 2x3 product must fail");
     assert_eq!(e.status_name, "SAMBA_ERR_SHAPE_MISMATCH");
     assert!(e.message.contains("matmul"), "{e}");
     let e = op1("no_such_op", &[&a], None).err().unwrap();
@@ -108,14 +87,18 @@ fn errors_are_values_with_the_status_and_message() {
     // A model returning an error fails the compile with its message.
     let session = Session::new(1).unwrap();
     let broken = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> {
-        Err(samba::Error { status: 1, status_name: String::new(), message: "layer 3 is missing".into() })
+        Err(samba::Error::new(samba::sys::SAMBA_ERR_NOT_FOUND, "layer 3 is missing"))
     };
-    let e = session.compile(&broken, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
+    let nowhere = CompileOptions::new().unwrap().pef_path("/nonexistent/never.pef").unwrap();
+    let e = session.compile(&broken, &[&a], &[], &nowhere).err().unwrap();
     assert!(e.message.contains("layer 3 is missing"), "{e}");
+    assert_eq!(e.status_name, "SAMBA_ERR_NOT_FOUND", "the model's status is the compile's");
     // A panicking model is caught at the boundary.
     let panics = |_: &[Tensor]| -> samba::Result<Vec<Tensor>> { panic!("boom") };
-    let e = session.compile(&panics, &[&a], &[], "/nonexistent/never.pef", &[]).err().unwrap();
-    assert!(e.message.contains("panicked"), "{e}");
+    let e = session.compile(&panics, &[&a], &[], &nowhere).err().unwrap();
+    assert!(e.message.contains("panicked") && e.message.contains("boom"), "{e}");
+    // A name with a NUL byte cannot reach C and is refused, not truncated.
+    assert_eq!(a.set_name("x\0y").err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
 }
 
 #[test]
