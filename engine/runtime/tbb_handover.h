@@ -4,6 +4,11 @@
 // end of execute waits for it; without these, TSan takes the caller's writes
 // before and reads after for races. `sync` is any address both sides agree
 // on. Nothing without TSan.
+//
+// The flow graphs use one address per graph, which orders every node after
+// every node that finished before it started: TSan then misses a race
+// between two kernels of a section that no edge orders but that happened
+// to run one after the other. Per-edge hand-overs would keep those.
 #pragma once
 
 #if defined(__SANITIZE_THREAD__)
