@@ -8,6 +8,8 @@
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
 #   make fuzz      the libFuzzer targets under ASan + UBSan (clang, build-fuzz/), FUZZ_SECONDS
 #                  each, with coverage per engine folder; `make fuzz-ci`: FUZZ_CI_SECONDS each
+#   make tsan-concurrency  only the concurrency and loader tests under ThreadSanitizer
+#                  (what CI runs: builds only their targets, in build-tsan/)
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
@@ -28,7 +30,7 @@ FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan fuzz fuzz-ci fuzz-build demo bench bench-peers docs install clean format
+.PHONY: all setup configure build test asan tsan tsan-concurrency fuzz fuzz-ci fuzz-build demo bench bench-peers docs install clean format
 
 all: build
 
@@ -74,6 +76,19 @@ fuzz: fuzz-build
 
 fuzz-ci: fuzz-build
 	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
+
+# The tests that run threads against each other: concurrent inference on one
+# session, runs on the flow graph's workers, the pinned pool, the profiler's
+# per-thread buffers, the C ABI's batch loader (samba_loader's background
+# thread). The whole suite under TSan would not fit CI's budget on 2 cores.
+# TSAN_OPTIONS' suppressions: tests/tsan.supp says why each is there.
+TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test
+TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler)\.|^capi\.pinned_loader_test$$
+tsan-concurrency: setup
+	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
+	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)' $(CTEST_ARGS)
 
 # Builds only what the demo needs, so a first `make demo` is quick: the
 # ResFFNLogReg app compiled to a PEF (out/resffn_logreg.pef, with its .log)

@@ -26,6 +26,8 @@ target_link_libraries(samba_typed_ops PRIVATE samba_engine)
 target_include_directories(samba_typed_ops PRIVATE ${SAMBA_TYPED_OPS_INCLUDE_DIR})
 set_target_properties(samba_typed_ops PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
 samba_warnings(samba_typed_ops)
+# Full debug info for the ABI gate, as for bindings/c (CMakeLists.txt).
+target_compile_options(samba_typed_ops PRIVATE -g)
 
 foreach(lib samba samba_static)
   target_sources(${lib} PRIVATE $<TARGET_OBJECTS:samba_typed_ops>)

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libtbb-dev libeigen3-dev libflatbuffers-dev flatbuffers-compiler libzstd-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libxxhash-dev zlib1g-dev doxygen
+  libxxhash-dev zlib1g-dev doxygen abigail-tools
   clang llvm libclang-dev
   python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
 )

@@ -1,10 +1,13 @@
 // Compiling models into PEFs: compile options, the model callback, single
 // and multigraph compiles.
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 #include "bindings/c/capi.h"
 #include "compiler/compile.h"
 #include "compiler/passes/pipeline.h"
+#include "engine/io/atomic_file.h"
 #include "engine/pef/pef_log.h"
 #include "engine/pef/writer.h"
 
@@ -106,8 +109,19 @@ void compile_and_write(samba_session* s, const std::vector<compiler::GraphSpec>&
     program = compiler::compile_program(graphs, o.program);
   }
   const std::string path = o.pef_path.empty() ? o.program.name + ".pef" : o.pef_path;
-  pef::write_pef(program, path);
-  if (o.write_log) pef::write_pef_log(program, path + ".log");
+  // Both files are made in memory and in temporaries before either is
+  // committed (a commit allocates nothing), so a failure, out of memory
+  // included, leaves neither a PEF without its log nor a log of another PEF.
+  AtomicFile pef_file(path);
+  const std::vector<uint8_t> pef_bytes = pef::serialize_pef(program);
+  pef_file.write(pef_bytes.data(), pef_bytes.size());
+  std::optional<AtomicFile> log_file;
+  if (o.write_log) {
+    log_file.emplace(path + ".log");
+    log_file->write(pef::format_pef_log(program));
+  }
+  pef_file.commit();
+  if (log_file) log_file->commit();
 }
 
 }  // namespace samba::capi

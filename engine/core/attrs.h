@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -18,9 +19,30 @@ namespace samba {
 enum class AttrType { Int, Float, Bool, String, Ints, Floats, DType };
 std::string_view attr_type_name(AttrType t);
 
-using AttrValue =
-    std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>,
-                 std::vector<double>, DType>;
+using AttrVariant = std::variant<std::monostate, int64_t, double, bool, std::string,
+                                 std::vector<int64_t>, std::vector<double>, DType>;
+
+// An attribute value: the variant, with a copy that survives a failed
+// allocation. libstdc++ 12's variant copy constructor, when the copy of a
+// string or vector throws, destroys the never-constructed alternative (it
+// takes these types' variants to be never valueless), so out of memory
+// while copying Attrs crashed instead of failing. Here the copy starts as
+// monostate and emplaces the alternative, which builds it before storing it.
+struct AttrValue : AttrVariant {
+  using AttrVariant::AttrVariant;
+  using AttrVariant::operator=;
+  AttrValue() = default;
+  AttrValue(const AttrValue& o) : AttrVariant() {
+    std::visit([this](const auto& v) { emplace<std::decay_t<decltype(v)>>(v); },
+               static_cast<const AttrVariant&>(o));
+  }
+  AttrValue(AttrValue&&) noexcept = default;
+  AttrValue& operator=(const AttrValue& o) {
+    if (this != &o) *this = AttrValue(o);
+    return *this;
+  }
+  AttrValue& operator=(AttrValue&&) noexcept = default;
+};
 
 std::string attr_value_str(const AttrValue& v);
 // What a value holds, as attribute types are named ("none" for monostate).

@@ -146,10 +146,15 @@ void convert_run(char* dst, int64_t ds, const char* src, int64_t ss, int64_t n) 
 
 void Tensor::copy_from(const Tensor& src) const {
   SAMBA_CHECK(src.defined() && defined(), Status::NullPointer, "copy: tensor is undefined");
-  Dims bshape = broadcast_shapes(shape(), src.shape(), "copy");
-  SAMBA_CHECK(bshape == shape(), Status::ShapeMismatch,
-              "copy: source of shape {} cannot be broadcast to destination shape {}",
-              dims_str(src.shape()), dims_str(shape()));
+  // Equal shapes need no broadcast shape: a copy between them allocates
+  // nothing, which a run returning its outputs and a checkpoint load filling
+  // its targets rely on to fail before they change anything.
+  if (src.shape() != shape()) {
+    Dims bshape = broadcast_shapes(shape(), src.shape(), "copy");
+    SAMBA_CHECK(bshape == shape(), Status::ShapeMismatch,
+                "copy: source of shape {} cannot be broadcast to destination shape {}",
+                dims_str(src.shape()), dims_str(shape()));
+  }
   const int64_t n = numel();
   if (n == 0) return;
   char* dst = static_cast<char*>(raw_data());

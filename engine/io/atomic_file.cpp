@@ -1,5 +1,6 @@
 #include "engine/io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -7,9 +8,10 @@
 
 #include <atomic>
 #include <charconv>
-#include <filesystem>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <string_view>
 
 #include "engine/core/error.h"
 
@@ -48,37 +50,39 @@ void sync_directory(const std::string& dir, const std::string& target) {
 
 // Removes the temporary files that saves to `path` by processes no longer
 // running left behind (a killed save never reaches its unlink). Files of live
-// processes, this one included, may be saves in flight and are kept.
+// processes, this one included, may be saves in flight and are kept. Reads
+// the directory with readdir, not std::filesystem: libstdc++'s
+// directory_iterator ends the process when an allocation inside it fails.
 void remove_orphaned_temp_files(const std::string& dir, const std::string& base) {
   const std::string prefix = "." + base + ".tmp.";
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string rest = name.substr(prefix.size());
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
+  if (!d) return;
+  while (const dirent* entry = ::readdir(d.get())) {
+    const std::string_view name = entry->d_name;
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view rest = name.substr(prefix.size());
     const size_t dot = rest.find('.');
-    if (dot == 0 || dot == std::string::npos) continue;
+    if (dot == 0 || dot == std::string_view::npos) continue;
     pid_t pid = 0;
     const auto [end, parsed] = std::from_chars(rest.data(), rest.data() + dot, pid);
     if (parsed != std::errc() || end != rest.data() + dot || pid <= 0) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code ignored;  // another save may remove it first
-    std::filesystem::remove(entry.path(), ignored);
+    // Another save may remove it first; either way it is gone.
+    ::unlink((dir + "/").append(name).c_str());
   }
 }
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), dir_(directory_of(path_)) {
   SAMBA_CHECK(!path_.empty(), Status::InvalidArgument, "cannot write a file: the path is empty");
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     fail(Status::IoError, "cannot write '{}': it is a directory", path_);
 
-  remove_orphaned_temp_files(directory_of(path_), base_of(path_));
+  remove_orphaned_temp_files(dir_, base_of(path_));
   static std::atomic<uint64_t> counter{0};
-  const std::string prefix =
-      directory_of(path_) + "/." + base_of(path_) + ".tmp." + std::to_string(::getpid());
+  const std::string prefix = dir_ + "/." + base_of(path_) + ".tmp." + std::to_string(::getpid());
   for (int attempt = 0; attempt < 100; ++attempt) {
     temp_path_ = prefix + "." + std::to_string(counter.fetch_add(1));
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -88,7 +92,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   int err = errno;
   temp_path_.clear();
   fail(Status::IoError, "cannot write '{}': creating a temporary file in '{}' failed: {}", path_,
-       directory_of(path_), errno_text(err));
+       dir_, errno_text(err));
 }
 
 AtomicFile::~AtomicFile() {
@@ -146,7 +150,7 @@ void AtomicFile::commit() {
   }
   temp_path_.clear();
   committed_ = true;
-  sync_directory(directory_of(path_), path_);
+  sync_directory(dir_, path_);
 }
 
 void write_file_atomically(const std::string& path, std::string_view contents) {

@@ -35,7 +35,9 @@ class AtomicFile {
   uint64_t size() const { return size_; }
 
   // Makes the new contents the target's, durably. After a failed commit the
-  // target still has its old contents and the temporary is gone.
+  // target still has its old contents and the temporary is gone. Allocates
+  // nothing unless the file system fails, so files made in temporaries
+  // first can be committed together.
   void commit();
 
   const std::string& path() const { return path_; }
@@ -44,6 +46,7 @@ class AtomicFile {
   void discard() noexcept;
 
   std::string path_;
+  std::string dir_;  // made once, so that a commit allocates nothing once it renamed
   std::string temp_path_;
   int fd_ = -1;
   uint64_t size_ = 0;

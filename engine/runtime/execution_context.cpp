@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/profile/profiler.h"
+#include "engine/runtime/tbb_handover.h"
 
 namespace samba::runtime {
 
@@ -117,14 +118,17 @@ ExecutionContext::SectionGraph& ExecutionContext::graph_of(size_t index, const S
       const int32_t kernel = sp.kernels[j];
       g->nodes.push_back(std::make_unique<flow::continue_node<flow::continue_msg>>(
           g->graph, [this, raw, kernel](const flow::continue_msg&) {
-            if (raw->failed.load(std::memory_order_relaxed)) return;
-            try {
-              run_kernel(kernel, *current_);
-            } catch (...) {
-              std::lock_guard<std::mutex> lock(raw->error_mu);
-              if (!raw->error) raw->error = std::current_exception();
-              raw->failed = true;
+            taken_over(raw);
+            if (!raw->failed.load(std::memory_order_relaxed)) {
+              try {
+                run_kernel(kernel, *current_);
+              } catch (...) {
+                std::lock_guard<std::mutex> lock(raw->error_mu);
+                if (!raw->error) raw->error = std::current_exception();
+                raw->failed = true;
+              }
             }
+            handed_over(raw);
           }));
     }
     for (size_t j = 0; j < n; ++j) {
@@ -153,8 +157,10 @@ void ExecutionContext::run_plan(size_t index, const SectionPlan& sp, const RunVa
   current_ = &values;
   g.failed = false;
   g.error = nullptr;
+  handed_over(&g);
   g.start.try_put(flow::continue_msg());
   g.graph.wait_for_all();
+  taken_over(&g);
   current_ = nullptr;
   if (g.error) std::rethrow_exception(g.error);
 }

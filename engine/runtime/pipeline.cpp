@@ -6,6 +6,8 @@
 #include <exception>
 #include <mutex>
 
+#include "engine/runtime/tbb_handover.h"
+
 namespace samba::runtime {
 
 namespace flow = tbb::flow;
@@ -31,14 +33,17 @@ struct MicroBatchPipeline::Graph {
   // A node running `body` unless an earlier node failed.
   Node& node(std::function<void()> body) {
     nodes.push_back(std::make_unique<Node>(graph, [this, body = std::move(body)](const flow::continue_msg&) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      try {
-        body();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (!error) error = std::current_exception();
-        failed = true;
+      taken_over(this);
+      if (!failed.load(std::memory_order_relaxed)) {
+        try {
+          body();
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!error) error = std::current_exception();
+          failed = true;
+        }
       }
+      handed_over(this);
     }));
     return *nodes.back();
   }
@@ -115,8 +120,10 @@ void MicroBatchPipeline::run(const RunValues& values,
   g.finished = &finished;
   g.failed = false;
   g.error = nullptr;
+  handed_over(&g);
   g.start.try_put(flow::continue_msg());
   g.graph.wait_for_all();
+  taken_over(&g);
   g.finished = nullptr;
   if (g.error) std::rethrow_exception(g.error);
 }

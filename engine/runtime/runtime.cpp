@@ -16,6 +16,7 @@
 #include "engine/profile/profile_events.h"
 #include "engine/profile/profiler.h"
 #include "engine/runtime/pipeline.h"
+#include "engine/runtime/tbb_handover.h"
 
 namespace samba::runtime {
 
@@ -494,6 +495,20 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
                 "run: the gradient of output {} has shape {}; the output has shape {}", i, dims_str(g.shape()),
                 dims_str(dst.shape()));
   }
+  // The host outputs (and the device views they are read from) are made
+  // before the run changes anything: once a training run has stepped the
+  // weights, returning them must not need memory, or a run that fails for
+  // want of it would leave the weights stepped.
+  std::vector<Tensor> outs;
+  std::vector<Tensor> out_views;
+  outs.reserve(out_tensors.size());
+  out_views.reserve(out_tensors.size());
+  for (int32_t t : out_tensors) {
+    out_views.push_back(ctx.full_tensor(t));
+    outs.push_back(Tensor::empty(out_views.back().shape(), out_views.back().dtype()));
+    outs.back().impl()->name = d.tensors[static_cast<size_t>(t)].name;
+  }
+  if (info) info->calls.reserve(calls.size());
   // A run that fails while running gives back the argin values it set, as
   // it gives back its dropout step, unless set_argin or another run has
   // changed them since.
@@ -527,20 +542,24 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   {
     std::optional<ProfileScope> scope;
     if (profiler_) scope.emplace(*profiler_, profile_events::kRun, ProfileCategory::Runtime);
-    pool_.arena().execute([&] {
+    // A worker may run the body when this thread cannot join the arena. The
+    // hand-over is on a static address: the body reads its captures only
+    // after taking over.
+    static const char arena_handover = 0;
+    auto body = [&] {
+      taken_over(&arena_handover);
       ThreadPool::Scope pool_scope(&pool_);
       run_calls(ctx, calls, r);
-    });
+      handed_over(&arena_handover);
+    };
+    handed_over(&arena_handover);
+    pool_.arena().execute(body);
+    taken_over(&arena_handover);
   }
-  std::vector<Tensor> outs;
   {
     std::optional<ProfileScope> scope;
     if (profiler_) scope.emplace(*profiler_, profile_events::kGetTensors, ProfileCategory::Runtime);
-    for (int32_t t : out_tensors) {
-      Tensor host = ctx.full_tensor(t).clone();
-      host.impl()->name = d.tensors[static_cast<size_t>(t)].name;
-      outs.push_back(std::move(host));
-    }
+    for (size_t i = 0; i < outs.size(); ++i) outs[i].copy_from(out_views[i]);
   }
   if (info) info->calls = calls;
   return outs;
