@@ -25,6 +25,12 @@ static_assert(std::size(kNames) == kNumPefMutations);
 
 using Program = fb::ProgramT;
 
+// v * times + plus, wrapping: the input being mutated is often an earlier
+// mutation's output, whose sizes may already be extreme values.
+int64_t wrapping(int64_t v, int64_t times, int64_t plus) {
+  return static_cast<int64_t>(static_cast<uint64_t>(v) * static_cast<uint64_t>(times) + static_cast<uint64_t>(plus));
+}
+
 // Every op call of the program, with the kernel it belongs to.
 std::vector<fb::OpCallT*> op_calls(Program& p) {
   std::vector<fb::OpCallT*> calls;
@@ -52,7 +58,7 @@ int32_t bad_index(Rng& r, size_t count) {
 }
 
 int64_t new_dim(Rng& r, int64_t old) {
-  const int64_t choices[] = {0, 1, 2, 3, old + 1, old * 2, std::max<int64_t>(old - 1, 0), 5};
+  const int64_t choices[] = {0, 1, 2, 3, wrapping(old, 1, 1), wrapping(old, 2, 0), std::max<int64_t>(old - 1, 0), 5};
   int64_t d = choices[r.below(std::size(choices))];
   return d == old ? old + 1 : d;
 }
@@ -82,7 +88,7 @@ bool micro_batch_size(Program& p, Rng& r) {
   if (p.graphs.empty()) return false;
   auto& g = p.graphs[r.below(p.graphs.size())];
   const int64_t b = g->batch_size;
-  const int64_t choices[] = {0, -1, b + 1, b - 1, 3, INT64_MAX, INT64_MIN, b * 2, 1};
+  const int64_t choices[] = {0, -1, wrapping(b, 1, 1), wrapping(b, 1, -1), 3, INT64_MAX, INT64_MIN, wrapping(b, 2, 0), 1};
   g->micro_batch_size = choices[r.below(std::size(choices))];
   if (r.chance(30)) g->batch_size = choices[r.below(std::size(choices))];
   for (auto& s : p.sections)
@@ -132,7 +138,7 @@ bool resize_inputs(Program& p, Rng& r) {
   if (roots.empty()) return false;
   auto& first = *p.tensors[static_cast<size_t>(r.pick(roots))];
   const size_t axis = r.below(first.shape.size());
-  const int64_t old = first.shape[axis], value = old * 2 + static_cast<int64_t>(r.below(3));
+  const int64_t old = first.shape[axis], value = wrapping(old, 2, static_cast<int64_t>(r.below(3)));
   for (int32_t i : roots) {
     auto& t = *p.tensors[static_cast<size_t>(i)];
     for (size_t a = 0; a < t.shape.size(); ++a)

@@ -140,6 +140,8 @@ std::vector<Mutation> mutations() {
        "nbytes 2048 exceeds the DDR state area of"},
       {"offset overflow", [](ProgramDesc& p) { tensor(p, "gemm1.weight").arena_offset = UINT64_MAX - 10; },
        "arena_offset 18446744073709551605 + nbytes 2048 exceeds the DDR state area"},
+      {"offset splitting an element", [](ProgramDesc& p) { tensor(p, "gemm1.weight").arena_offset += 2; },
+       "is not a multiple of the 4 bytes of a float32 element"},
       {"arena smaller than its tensors", [](ProgramDesc& p) { p.memory.peak_bytes -= p.memory.arena_bytes[1] - 10; p.memory.arena_bytes[1] = 10; p.memory.lower_bound_bytes = 0; },
        "'embed.weight': arena_offset 0 + nbytes 1024 exceeds the HBM state area of 10 bytes"},
       {"peak not the sum", [](ProgramDesc& p) { p.memory.peak_bytes += 1; }, "memory plan: peak_bytes"},
