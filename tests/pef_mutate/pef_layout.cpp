@@ -36,10 +36,11 @@ int64_t numel(const std::vector<int64_t>& shape) {
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size());
-  int64_t step = 1;
+  // Wrapping: a mutated shape's strides may overflow; the verifier refuses them.
+  uint64_t step = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
-    step *= std::max<int64_t>(shape[i], 1);
+    s[i] = static_cast<int64_t>(step);
+    step *= static_cast<uint64_t>(std::max<int64_t>(shape[i], 1));
   }
   return s;
 }

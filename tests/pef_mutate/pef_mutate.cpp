@@ -60,7 +60,7 @@ int32_t bad_index(Rng& r, size_t count) {
 int64_t new_dim(Rng& r, int64_t old) {
   const int64_t choices[] = {0, 1, 2, 3, wrapping(old, 1, 1), wrapping(old, 2, 0), std::max<int64_t>(old - 1, 0), 5};
   int64_t d = choices[r.below(std::size(choices))];
-  return d == old ? old + 1 : d;
+  return d == old ? wrapping(old, 1, 1) : d;
 }
 
 // Alias views of a tensor follow it: same dim change, contiguous strides.
@@ -365,7 +365,10 @@ bool alias_view(Program& p, Rng& r) {
       a.view_offset = r.chance(50) ? -8 : static_cast<int64_t>(1 + r.below(64));
       break;
     case 2:
-      if (!a.shape.empty()) a.shape[r.below(a.shape.size())] += 1 + static_cast<int64_t>(r.below(4));
+      if (!a.shape.empty()) {
+        int64_t& d = a.shape[r.below(a.shape.size())];
+        d = wrapping(d, 1, 1 + static_cast<int64_t>(r.below(4)));
+      }
       break;
     case 3:
       a.alias_of = r.chance(50) ? static_cast<int32_t>(r.below(p.tensors.size())) : bad_index(r, p.tensors.size());
