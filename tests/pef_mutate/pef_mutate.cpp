@@ -68,7 +68,7 @@ void resize_tensor(Program& p, fb::TensorT& t, size_t axis, int64_t value) {
   if (axis >= t.shape.size()) return;
   t.shape[axis] = value;
   for (auto& a : p.tensors)
-    if (a->role == fb::TensorRole::Alias && a->alias_of >= 0 &&
+    if (a->role == fb::TensorRole::Alias && a->alias_of >= 0 && static_cast<size_t>(a->alias_of) < p.tensors.size() &&
         p.tensors[static_cast<size_t>(a->alias_of)].get() == &t && axis < a->shape.size()) {
       a->shape[axis] = value;
       a->strides = contiguous_strides(a->shape);
@@ -560,6 +560,11 @@ std::vector<uint8_t> mutate_pef_as(std::span<const uint8_t> pef, PefMutation m, 
   if (m == PefMutation::ByteFlips) return flip_bytes(pef, r);
   if (m == PefMutation::Truncate)
     return pef.empty() ? std::vector<uint8_t>{} : std::vector<uint8_t>(pef.begin(), pef.begin() + static_cast<long>(r.below(pef.size())));
+  // FlatBuffers reads scalars in place: unpack from an 8-byte-aligned copy
+  // (libFuzzer's buffers are not aligned).
+  std::vector<uint64_t> aligned((pef.size() + 7) / 8);
+  if (!pef.empty()) std::memcpy(aligned.data(), pef.data(), pef.size());
+  pef = {reinterpret_cast<const uint8_t*>(aligned.data()), pef.size()};
   if (!readable(pef)) return {};
   auto program = fb::UnPackProgram(pef.data());
   if (!kEdits[static_cast<int>(m)](*program, r)) return {};
