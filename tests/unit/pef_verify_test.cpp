@@ -217,6 +217,8 @@ std::vector<Mutation> mutations() {
       {"empty tensor name", [](ProgramDesc& p) { tensor(p, "h1").name = ""; }, ": name is empty"},
       {"duplicate argin", [](ProgramDesc& p) { p.argins[1].name = "sgd.lr"; },
        "argin 1 'sgd.lr': name already used by argin 0"},
+      {"argin default outside the attribute's range", [](ProgramDesc& p) { p.argins[0].default_value = -1.0; },
+       "the default of attribute 'lr': argin 'sgd.lr'"},
       {"duplicate section id", [](ProgramDesc& p) { p.sections[1].id = 0; },
        "id 0 already used by section 0"},
       {"duplicate call id", [](ProgramDesc& p) { p.schedule[1].id = 0; },
