@@ -193,7 +193,7 @@ bool output_rank_lower(Program& p, Rng& r) {
   if (outputs.empty()) return false;
   auto& t = *p.tensors[static_cast<size_t>(r.pick(outputs))];
   if (t.shape.size() >= 2 && r.chance(60)) {
-    t.shape[0] *= t.shape[1];
+    t.shape[0] = wrapping(t.shape[0], t.shape[1], 0);
     t.shape.erase(t.shape.begin() + 1);
   } else {
     t.shape.erase(t.shape.begin() + static_cast<long>(r.below(t.shape.size())));
@@ -568,6 +568,12 @@ std::vector<uint8_t> mutate_pef_as(std::span<const uint8_t> pef, PefMutation m, 
   if (!readable(pef)) return {};
   auto program = fb::UnPackProgram(pef.data());
   if (!kEdits[static_cast<int>(m)](*program, r)) return {};
+  // A union whose type is set but whose value table is absent unpacks to a
+  // null value that Pack would dereference: keep it absent.
+  for (auto& k : program->kernels)
+    for (auto& op : k->ops)
+      for (auto& a : op->attrs)
+        if (a->value.value == nullptr) a->value.type = fb::Value::NONE;
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishProgramBuffer(fbb, fb::Program::Pack(fbb, program.get()));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
