@@ -56,6 +56,13 @@ void check_binding(const ProgramDesc& p, const OpDef& def, const ArginBinding& b
   if (a.kind != *kind)
     corrupt("{}: attribute '{}' takes a {} argin, but argin {} '{}' is a {}", where, b.attr,
             argin_kind_name(*kind), b.argin, a.name, argin_kind_name(a.kind));
+  // The default reaches the kernel on the first run: it must be a value the
+  // attribute's range admits, as set_argin would require of a user's value.
+  try {
+    check_attr_value(*spec, a.default_value, "argin", a.name);
+  } catch (const Error& e) {
+    corrupt("{}: the default of attribute '{}': {}", where, b.attr, e.what());
+  }
 }
 
 // Input and output counts against the schema, and each tensor against the

@@ -117,6 +117,11 @@ void check_owner_storage(const ProgramDesc& p, size_t i, const std::string& labe
   if (__builtin_add_overflow(t.arena_offset, t.nbytes, &end) || end > arena)
     corrupt("{}: arena_offset {} + nbytes {} exceeds the {} {} area of {} bytes", label, t.arena_offset, t.nbytes,
             mem_type_name(t.mem), activation ? "activation" : "state", arena);
+  // Kernels read elements in place through typed pointers: an offset that
+  // splits an element is a misaligned load or store in every kernel.
+  if (t.arena_offset % element_size(t.dtype) != 0)
+    corrupt("{}: arena_offset {} is not a multiple of the {} bytes of a {} element", label, t.arena_offset,
+            element_size(t.dtype), dtype_name(t.dtype));
 }
 
 void check_references(const ProgramDesc& p, size_t i, const std::string& label) {

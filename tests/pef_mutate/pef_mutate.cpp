@@ -25,6 +25,12 @@ static_assert(std::size(kNames) == kNumPefMutations);
 
 using Program = fb::ProgramT;
 
+// v * times + plus, wrapping: the input being mutated is often an earlier
+// mutation's output, whose sizes may already be extreme values.
+int64_t wrapping(int64_t v, int64_t times, int64_t plus) {
+  return static_cast<int64_t>(static_cast<uint64_t>(v) * static_cast<uint64_t>(times) + static_cast<uint64_t>(plus));
+}
+
 // Every op call of the program, with the kernel it belongs to.
 std::vector<fb::OpCallT*> op_calls(Program& p) {
   std::vector<fb::OpCallT*> calls;
@@ -52,9 +58,9 @@ int32_t bad_index(Rng& r, size_t count) {
 }
 
 int64_t new_dim(Rng& r, int64_t old) {
-  const int64_t choices[] = {0, 1, 2, 3, old + 1, old * 2, std::max<int64_t>(old - 1, 0), 5};
+  const int64_t choices[] = {0, 1, 2, 3, wrapping(old, 1, 1), wrapping(old, 2, 0), std::max<int64_t>(old - 1, 0), 5};
   int64_t d = choices[r.below(std::size(choices))];
-  return d == old ? old + 1 : d;
+  return d == old ? wrapping(old, 1, 1) : d;
 }
 
 // Alias views of a tensor follow it: same dim change, contiguous strides.
@@ -62,7 +68,7 @@ void resize_tensor(Program& p, fb::TensorT& t, size_t axis, int64_t value) {
   if (axis >= t.shape.size()) return;
   t.shape[axis] = value;
   for (auto& a : p.tensors)
-    if (a->role == fb::TensorRole::Alias && a->alias_of >= 0 &&
+    if (a->role == fb::TensorRole::Alias && a->alias_of >= 0 && static_cast<size_t>(a->alias_of) < p.tensors.size() &&
         p.tensors[static_cast<size_t>(a->alias_of)].get() == &t && axis < a->shape.size()) {
       a->shape[axis] = value;
       a->strides = contiguous_strides(a->shape);
@@ -82,7 +88,7 @@ bool micro_batch_size(Program& p, Rng& r) {
   if (p.graphs.empty()) return false;
   auto& g = p.graphs[r.below(p.graphs.size())];
   const int64_t b = g->batch_size;
-  const int64_t choices[] = {0, -1, b + 1, b - 1, 3, INT64_MAX, INT64_MIN, b * 2, 1};
+  const int64_t choices[] = {0, -1, wrapping(b, 1, 1), wrapping(b, 1, -1), 3, INT64_MAX, INT64_MIN, wrapping(b, 2, 0), 1};
   g->micro_batch_size = choices[r.below(std::size(choices))];
   if (r.chance(30)) g->batch_size = choices[r.below(std::size(choices))];
   for (auto& s : p.sections)
@@ -132,7 +138,7 @@ bool resize_inputs(Program& p, Rng& r) {
   if (roots.empty()) return false;
   auto& first = *p.tensors[static_cast<size_t>(r.pick(roots))];
   const size_t axis = r.below(first.shape.size());
-  const int64_t old = first.shape[axis], value = old * 2 + static_cast<int64_t>(r.below(3));
+  const int64_t old = first.shape[axis], value = wrapping(old, 2, static_cast<int64_t>(r.below(3)));
   for (int32_t i : roots) {
     auto& t = *p.tensors[static_cast<size_t>(i)];
     for (size_t a = 0; a < t.shape.size(); ++a)
@@ -187,7 +193,7 @@ bool output_rank_lower(Program& p, Rng& r) {
   if (outputs.empty()) return false;
   auto& t = *p.tensors[static_cast<size_t>(r.pick(outputs))];
   if (t.shape.size() >= 2 && r.chance(60)) {
-    t.shape[0] *= t.shape[1];
+    t.shape[0] = wrapping(t.shape[0], t.shape[1], 0);
     t.shape.erase(t.shape.begin() + 1);
   } else {
     t.shape.erase(t.shape.begin() + static_cast<long>(r.below(t.shape.size())));
@@ -359,7 +365,10 @@ bool alias_view(Program& p, Rng& r) {
       a.view_offset = r.chance(50) ? -8 : static_cast<int64_t>(1 + r.below(64));
       break;
     case 2:
-      if (!a.shape.empty()) a.shape[r.below(a.shape.size())] += 1 + static_cast<int64_t>(r.below(4));
+      if (!a.shape.empty()) {
+        int64_t& d = a.shape[r.below(a.shape.size())];
+        d = wrapping(d, 1, 1 + static_cast<int64_t>(r.below(4)));
+      }
       break;
     case 3:
       a.alias_of = r.chance(50) ? static_cast<int32_t>(r.below(p.tensors.size())) : bad_index(r, p.tensors.size());
@@ -551,9 +560,20 @@ std::vector<uint8_t> mutate_pef_as(std::span<const uint8_t> pef, PefMutation m, 
   if (m == PefMutation::ByteFlips) return flip_bytes(pef, r);
   if (m == PefMutation::Truncate)
     return pef.empty() ? std::vector<uint8_t>{} : std::vector<uint8_t>(pef.begin(), pef.begin() + static_cast<long>(r.below(pef.size())));
+  // FlatBuffers reads scalars in place: unpack from an 8-byte-aligned copy
+  // (libFuzzer's buffers are not aligned).
+  std::vector<uint64_t> aligned((pef.size() + 7) / 8);
+  if (!pef.empty()) std::memcpy(aligned.data(), pef.data(), pef.size());
+  pef = {reinterpret_cast<const uint8_t*>(aligned.data()), pef.size()};
   if (!readable(pef)) return {};
   auto program = fb::UnPackProgram(pef.data());
   if (!kEdits[static_cast<int>(m)](*program, r)) return {};
+  // A union whose type is set but whose value table is absent unpacks to a
+  // null value that Pack would dereference: keep it absent.
+  for (auto& k : program->kernels)
+    for (auto& op : k->ops)
+      for (auto& a : op->attrs)
+        if (a->value.value == nullptr) a->value.type = fb::Value::NONE;
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishProgramBuffer(fbb, fb::Program::Pack(fbb, program.get()));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
