@@ -39,7 +39,7 @@ def test_dtype_is_a_torch_dtype_and_converts_both_ways():
 
 def test_dtype_without_torch_is_samba_dtype():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import samba\n"
+            "import sambaflow.samba as samba\n"
             "t = samba.zeros(2, dtype='int64')\n"
             "assert isinstance(t.dtype, samba.dtype) and t.dtype == samba.int64, t.dtype\n"
             "t.add_(1)\n"

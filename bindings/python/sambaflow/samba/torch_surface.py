@@ -5,11 +5,15 @@ Tensor methods that torch's functions of the same name map (they go
 through the same __torch_function__ dispatch as torch.<name>(x, ...), so a
 method and its function never differ). TorchSurface is a base of SambaTensor; it needs the
 op layer and torch_dispatch only."""
+import functools
 import sys
 
 from ._lib import SambaError, call, lib
 from .ops import is_op
 from .torch_dispatch import dispatch, table_function, torch_module
+
+# What a table-routed method takes from the op's method form (inspect.signature reads __signature__).
+_OP_METHOD_ATTRS = ("__name__", "__qualname__", "__doc__", "__signature__")
 
 
 def _grad_disabled():
@@ -94,7 +98,10 @@ class TorchSurface:
         torch = sys.modules.get("torch")
         mapped = table_function(name) if torch is not None else None
         if mapped is not None:  # torch's spelling of the arguments (p='fro'), as torch.<name>(x, ...)
-            return lambda *args, **kwargs: dispatch(type(self), mapped, (self,) + args, kwargs)
+            method = lambda *args, **kwargs: dispatch(type(self), mapped, (self,) + args, kwargs)  # noqa: E731
+            if is_op(name):  # the op's own signature and doc, as without torch
+                functools.update_wrapper(method, super().__getattr__(name), assigned=_OP_METHOD_ATTRS, updated=())
+            return method
         if is_op(name):
             return super().__getattr__(name)
         if torch is not None and callable(getattr(torch.Tensor, name, None)):
