@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -324,7 +325,11 @@ TEST(Profiler, CapturesStartAndStopWhileThreadsRecord) {
     });
   while (running.load() < 3) std::this_thread::yield();
   size_t total = 0;
-  for (int round = 0; round < 50; ++round) {
+  // 50 windows; on a loaded machine the recording threads may not run in
+  // any of them, so capturing goes on until one has seen an event (a
+  // profiler that never captures still fails, after 10 s).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 0; round < 50 || (total == 0 && std::chrono::steady_clock::now() < give_up); ++round) {
     auto id = p.start(round % 2 ? kAllProfileCategories : category_bit(ProfileCategory::Kernel));
     spin_ns(100'000);
     ProfileTrace t = p.stop(id);
