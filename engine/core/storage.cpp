@@ -30,10 +30,20 @@ Allocator& host_allocator() {
 }
 
 Ref<Storage> Storage::allocate(size_t nbytes, bool zero, Allocator& alloc) {
-  void* p = alloc.allocate(nbytes);
-  if (zero && nbytes) std::memset(p, 0, nbytes);
-  Ref<Storage> s(new Storage(p, nbytes, alloc.kind()));
+  // Until a Storage owns the bytes, a failed allocation of the Storage
+  // itself gives them back.
+  struct Held {
+    Allocator& alloc;
+    void* p;
+    size_t nbytes;
+    ~Held() {
+      if (p) alloc.deallocate(p, nbytes);
+    }
+  } held{alloc, alloc.allocate(nbytes), nbytes};
+  if (zero && nbytes) std::memset(held.p, 0, nbytes);
+  Ref<Storage> s(new Storage(held.p, nbytes, alloc.kind()));
   s->allocator_ = &alloc;
+  held.p = nullptr;
   return s;
 }
 
