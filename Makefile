@@ -4,10 +4,11 @@
 #   make setup     install missing system packages (apt-get; idempotent), fetch the Rust crates
 #   make           Release build in $(BUILD)
 #   make test      build, then run every test (unit, C ABI, install, examples)
-#   make asan      the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make asan      the test suite under AddressSanitizer + UBSan (clang, build-asan/)
 #   make tsan      the test suite under ThreadSanitizer (build-tsan/)
-#   make fuzz      the libFuzzer targets under ASan + UBSan (clang, build-fuzz/), FUZZ_SECONDS
+#   make fuzz      the libFuzzer targets under ASan + UBSan (the same build-asan/), FUZZ_SECONDS
 #                  each, with coverage per engine folder; `make fuzz-ci`: FUZZ_CI_SECONDS each
+#                  from the fixed seed FUZZ_CI_SEED (a finding there is reproducible)
 #   make tsan-concurrency  only the concurrency and loader tests under ThreadSanitizer
 #                  (what CI runs: builds only their targets, in build-tsan/)
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
@@ -26,6 +27,7 @@ CTEST_ARGS ?=
 # gives stack traces with lines at a fraction of the cost of full debug info.
 FUZZ_SECONDS    ?= 600
 FUZZ_CI_SECONDS ?= 60
+FUZZ_CI_SEED    ?= 1
 FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
@@ -53,8 +55,14 @@ test: setup
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
+# One ASan + UBSan tree serves the test suite and the fuzz targets: built
+# with clang and libFuzzer's coverage instrumentation in every engine file
+# (SAMBA_FUZZ), so CI compiles the engine under ASan once, not twice.
+ASAN_CONFIGURE := CC=clang CXX=clang++ cmake -S . -B build-asan $(CMAKE_GEN) $(SAN_FLAGS) \
+                  -DSAMBA_SANITIZE=address -DSAMBA_FUZZ=ON
+
 asan: setup
-	cmake -S . -B build-asan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=address
+	$(ASAN_CONFIGURE)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -65,17 +73,20 @@ tsan: setup
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
-# Only the library and the fuzz targets, with clang: libFuzzer and its
-# coverage instrumentation of every engine file (SAMBA_FUZZ), ASan + UBSan.
+# Only the fuzz targets (and the library they link) of the ASan tree; after
+# `make asan` there is nothing left to build.
 fuzz-build: setup
-	CC=clang CXX=clang++ cmake -S . -B build-fuzz $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=address -DSAMBA_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	$(ASAN_CONFIGURE)
+	cmake --build build-asan -j $(JOBS) --target $(FUZZ_TARGETS)
 
 fuzz: fuzz-build
-	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS) --coverage $(FUZZ_TARGETS)
+	bash tests/fuzz/run_fuzzers.sh build-asan $(FUZZ_SECONDS) --coverage $(FUZZ_TARGETS)
 
+# A fixed seed: the same build explores the same inputs on every run, so a
+# CI failure is a reproducible finding, never the luck of the draw. `make
+# fuzz` draws a new seed each time to explore further.
 fuzz-ci: fuzz-build
-	bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
+	FUZZ_SEED=$(FUZZ_CI_SEED) bash tests/fuzz/run_fuzzers.sh build-asan $(FUZZ_CI_SECONDS) $(FUZZ_TARGETS)
 
 # The tests that run threads against each other: concurrent inference on one
 # session, runs on the flow graph's workers, the pinned pool, the profiler's
@@ -132,4 +143,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.hpp' '*.cpp' '*.c')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan

@@ -2,10 +2,27 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "engine/core/error.h"
 
 namespace samba::ops {
 namespace {
+
+// Window sizes, strides, paddings, dilations, groups and the channel and
+// spatial sizes they combine with are held within int32 range: every sum and
+// product the geometry below forms then fits in int64, whatever values a PEF
+// or a caller brings.
+constexpr int64_t kMaxGeometry = std::numeric_limits<int32_t>::max();
+
+void check_extents(std::string_view op, std::string_view name, const Dims& shape,
+                   std::initializer_list<int64_t> sizes) {
+  for (int64_t v : sizes)
+    SAMBA_CHECK(v <= kMaxGeometry, Status::OutOfRange,
+                "{}: {} of shape {} has a channel or spatial size over {}", op, name,
+                dims_str(shape), kMaxGeometry);
+}
 
 // Splits (N, C, H, W) or (C, H, W) into its parts; false for other ranks.
 bool split_nchw(const Dims& s, bool* batched, int64_t* n, int64_t* c, int64_t* h, int64_t* w) {
@@ -40,6 +57,7 @@ void check_weight(std::string_view op, const Dims& w) {
   for (int64_t d : w)
     SAMBA_CHECK(d > 0, Status::ShapeMismatch, "{}: weight shape {} has an empty dimension", op,
                 dims_str(w));
+  check_extents(op, "weight", w, {w[0], w[1], w[2], w[3]});
 }
 
 }  // namespace
@@ -51,6 +69,10 @@ HW int_pair(const Attrs& a, std::string_view op, std::string_view name) {
   SAMBA_CHECK(v.size() == 1 || v.size() == 2, Status::InvalidArgument,
               "{}: attribute '{}' must hold 1 or 2 values (height, width), got {}", op, name,
               dims_str(Dims(v.begin(), v.end())));
+  for (int64_t x : v)
+    SAMBA_CHECK(x >= -kMaxGeometry && x <= kMaxGeometry, Status::OutOfRange,
+                "{}: attribute '{}' {} is out of range: each value must be within [-{}, {}]", op,
+                name, dims_str(Dims(v.begin(), v.end())), kMaxGeometry, kMaxGeometry);
   return v.size() == 1 ? HW{v[0], v[0]} : HW{v[0], v[1]};
 }
 
@@ -63,8 +85,8 @@ ConvParams conv_params(const Attrs& a, std::string_view op) {
   check_positive(op, "stride", p.stride);
   check_non_negative(op, "padding", p.padding);
   check_positive(op, "dilation", p.dilation);
-  SAMBA_CHECK(p.groups >= 1, Status::InvalidArgument,
-              "{}: attribute 'groups' must be positive, got {}", op, p.groups);
+  SAMBA_CHECK(p.groups >= 1 && p.groups <= kMaxGeometry, Status::InvalidArgument,
+              "{}: attribute 'groups' must be within [1, {}], got {}", op, kMaxGeometry, p.groups);
   return p;
 }
 
@@ -89,6 +111,7 @@ ConvGeometry conv_geometry(std::string_view op, const Dims& input_shape, const D
   SAMBA_CHECK(split_nchw(input_shape, &g.batched, &g.batch, &g.in_channels, &g.in_h, &g.in_w),
               Status::ShapeMismatch, "{}: {} must be (N, C, H, W) or (C, H, W), got shape {}", op,
               input_name, dims_str(input_shape));
+  check_extents(op, input_name, input_shape, {g.in_channels, g.in_h, g.in_w});
   check_weight(op, weight_shape);
   g.out_channels = weight_shape[0];
   g.kernel_h = weight_shape[2];
@@ -121,6 +144,7 @@ ConvGeometry conv_transpose_geometry(std::string_view op, const Dims& x_shape,
   SAMBA_CHECK(split_nchw(x_shape, &g.batched, &g.batch, &g.out_channels, &g.out_h, &g.out_w),
               Status::ShapeMismatch, "{}: x must be (N, C, H, W) or (C, H, W), got shape {}", op,
               dims_str(x_shape));
+  check_extents(op, "x", x_shape, {g.out_channels, g.out_h, g.out_w});
   check_weight(op, weight_shape);
   SAMBA_CHECK(g.out_channels == weight_shape[0], Status::ShapeMismatch,
               "{}: x of shape {} has {} channels, but weight shape {} expects {} (weight.shape[0])",
@@ -212,6 +236,7 @@ void check_pool_input(std::string_view op, const Dims& s, std::string_view input
               Status::ShapeMismatch,
               "{}: {} must be (N, C, H, W) or (C, H, W) with non-empty C, H and W, got shape {}",
               op, input_name, dims_str(s));
+  check_extents(op, input_name, s, {c, h, w});
 }
 
 PoolGeometry pool_geometry(std::string_view op, const Dims& x_shape, const PoolParams& p,
@@ -233,9 +258,11 @@ PoolGeometry pool_geometry(std::string_view op, const Dims& x_shape, const PoolP
 PoolGeometry adaptive_pool_geometry(std::string_view op, const Dims& x_shape, HW output_size,
                                     std::string_view input_name) {
   check_pool_input(op, x_shape, input_name);
-  SAMBA_CHECK(output_size.h > 0 && output_size.w > 0, Status::InvalidArgument,
-              "{}: attribute 'output_size' must be positive, got {} ({} shape {})", op,
-              hw_str(output_size), input_name, dims_str(x_shape));
+  SAMBA_CHECK(output_size.h > 0 && output_size.w > 0 && output_size.h <= kMaxGeometry &&
+                  output_size.w <= kMaxGeometry,
+              Status::InvalidArgument,
+              "{}: attribute 'output_size' must be within [1, {}], got {} ({} shape {})", op,
+              kMaxGeometry, hw_str(output_size), input_name, dims_str(x_shape));
   PoolGeometry g;
   split_nchw(x_shape, &g.batched, &g.batch, &g.channels, &g.in_h, &g.in_w);
   g.out_h = output_size.h;

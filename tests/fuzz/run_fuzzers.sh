@@ -11,7 +11,7 @@
 # BUILD/fuzz/findings/<target>-crash-<sha1> (add it to the seed corpus once
 # fixed).
 #
-#   tests/fuzz/run_fuzzers.sh BUILD SECONDS [--coverage] [TARGET...]
+#   [FUZZ_SEED=N] tests/fuzz/run_fuzzers.sh BUILD SECONDS [--coverage] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -30,6 +30,10 @@ targets=("$@")
 # one taking over 25 s, or a process over 2 GiB, is a finding (a hang or a
 # decompression bomb), as is any single allocation over 1 GiB.
 options=(-max_len=65536 -timeout=25 -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1)
+# FUZZ_SEED=N: libFuzzer's and the PEF mutator's random choices start from N
+# (`make fuzz-ci`); unset, libFuzzer draws one and prints it ("Seed: N") in
+# the log, so any run can be repeated.
+[ -z "${FUZZ_SEED:-}" ] || options+=(-seed="$FUZZ_SEED")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

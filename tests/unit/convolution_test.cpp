@@ -376,6 +376,40 @@ TEST(Conv2d, Errors) {
                 {"conv2d_backward_input", "input_size"});
 }
 
+// Attribute values and sizes a PEF may carry at any magnitude: refused by
+// range before the geometry multiplies them (UBSan saw the overflow).
+TEST(Conv2d, GeometryOutOfInt32RangeIsRefused) {
+  Tensor x = rand_tensor({1, 3, 5, 5}, DType::Float32),
+         w = rand_tensor({4, 3, 3, 3}, DType::Float32);
+  constexpr int64_t kHuge = int64_t{1} << 62;
+  expect_status(Status::OutOfRange,
+                [&] {
+                  call1("conv2d", {x, w}, {{"padding", Ints{kHuge}}});
+                },
+                {"conv2d", "padding", "2147483647"});
+  expect_status(Status::OutOfRange,
+                [&] {
+                  call1("conv2d", {x, w}, {{"dilation", Ints{1, kHuge}}});
+                },
+                {"conv2d", "dilation"});
+  expect_status(Status::InvalidArgument,
+                [&] {
+                  call1("conv2d", {x, w}, {{"groups", kHuge}});
+                },
+                {"conv2d", "groups", "2147483647"});
+  expect_status(Status::OutOfRange,
+                [&] {
+                  call1("conv2d_backward_weight", {rand_tensor({1, 4, 3, 3}, DType::Float32), x},
+                        {{"weight_size", Ints{4, 3, kHuge, 3}}});
+                },
+                {"conv2d_backward_weight", "weight", "2147483647"});
+  expect_status(Status::OutOfRange,
+                [&] {
+                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"dilation", Ints{kHuge}}});
+                },
+                {"max_pool2d", "dilation"});
+}
+
 TEST(ConvTranspose2d, HandComputed) {
   Tensor x = make({1, 2, 3, 4}, {1, 1, 2, 2});
   Tensor w = make({1, 1, 1, 1}, {1, 1, 2, 2});
