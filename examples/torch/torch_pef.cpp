@@ -58,7 +58,8 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options opts;
   if (!parse(argc, argv, opts)) {
-    std::fprintf(stderr, "usage: %s MODEL.pt MODEL.pef [--batches N >= 1] [--tolerance T >= 0]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.pt MODEL.pef [--batches N >= 1] [--tolerance T >= 0]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -69,8 +70,8 @@ int main(int argc, char** argv) {
     session.load_pef(opts.pef_path);
     // The PEF fixes the input's shape; the model's input list names it.
     const std::string input_name = samba::libtorch::names(session, SAMBA_NAMES_INPUTS).at(0);
-    const samba::Tensor device_input = session.sn_data(samba::Tensor::zeros({1}).set_name(input_name));
-    const std::vector<int64_t> input_shape = device_input.shape();
+    const std::vector<int64_t> input_shape =
+        session.sn_data(samba::Tensor::zeros({1}).set_name(input_name)).shape();
 
     torch::manual_seed(1);
     double worst = 0;
@@ -79,14 +80,17 @@ int main(int argc, char** argv) {
       const at::Tensor want = reference.forward({x}).toTensor();
       const std::vector<at::Tensor> got = samba::libtorch::run(session, std::vector<at::Tensor>{x});
       if (got.size() != 1 || !got[0].sizes().equals(want.sizes())) {
-        std::fprintf(stderr, "batch %d: the PEF gave %zu outputs, the first of another shape than TorchScript's\n",
+        std::fprintf(stderr,
+                     "batch %d: the PEF gave %zu outputs, or one of another shape than "
+                     "TorchScript's\n",
                      b, got.size());
         return 1;
       }
       worst = std::max(worst, (got[0] - want).abs().max().item<double>());
     }
-    std::printf("%d batches of %s: largest |samba - torchscript| = %.3g (tolerance %.3g)\n", opts.batches,
-                c10::str(c10::IntArrayRef(input_shape)).c_str(), worst, opts.tolerance);
+    std::printf("%d batches of %s: largest |samba - torchscript| = %.3g (tolerance %.3g)\n",
+                opts.batches, c10::str(c10::IntArrayRef(input_shape)).c_str(), worst,
+                opts.tolerance);
     return worst <= opts.tolerance ? 0 : 1;
   } catch (const samba::Error& e) {
     std::fprintf(stderr, "samba: %s\n", e.what());

@@ -86,11 +86,15 @@ inline bool has_samba_dtype(at::ScalarType t) {
   throw Error(status, message);
 }
 
-inline std::string describe(const at::Tensor& t) {
+// Refuses sharing `t`, saying what it is and `why`.
+[[noreturn]] inline void refuse_to_share(samba_status status, const at::Tensor& t,
+                                         const char* why) {
   std::ostringstream s;
-  s << "at::Tensor of sizes " << t.sizes() << ", strides " << t.strides() << ", dtype " << t.scalar_type()
-    << ", device " << t.device();
-  return s.str();
+  s << "to_samba: at::Tensor of sizes " << t.sizes();
+  if (t.layout() == at::kStrided) s << ", strides " << t.strides();
+  s << ", dtype " << t.scalar_type() << ", layout " << t.layout() << ", device " << t.device()
+    << ": " << why;
+  refuse(status, s.str());
 }
 
 }  // namespace detail
@@ -100,18 +104,18 @@ inline std::string describe(const at::Tensor& t) {
 inline Tensor to_samba(const at::Tensor& t, const std::string& name = {}) {
   if (!t.defined()) detail::refuse(SAMBA_ERR_NULL_POINTER, "to_samba: the at::Tensor is undefined");
   if (!t.device().is_cpu())
-    detail::refuse(SAMBA_ERR_UNSUPPORTED, "to_samba: " + detail::describe(t) +
-                                              ": Samba shares CPU memory only; copy it with .cpu() first");
+    detail::refuse_to_share(SAMBA_ERR_UNSUPPORTED, t,
+                            "Samba shares CPU memory only; .cpu() makes a copy");
   if (t.layout() != at::kStrided)
-    detail::refuse(SAMBA_ERR_UNSUPPORTED, "to_samba: " + detail::describe(t) +
-                                              ": only strided (dense) tensors can be shared; .to_dense() copies");
+    detail::refuse_to_share(SAMBA_ERR_UNSUPPORTED, t,
+                            "only strided (dense) tensors can be shared; .to_dense() makes a copy");
   if (!detail::has_samba_dtype(t.scalar_type()))
-    detail::refuse(SAMBA_ERR_UNSUPPORTED,
-                   "to_samba: " + detail::describe(t) +
-                       ": Samba has float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8 and bool");
+    detail::refuse_to_share(SAMBA_ERR_UNSUPPORTED, t,
+                            "Samba has float32, float64, float16, bfloat16, int8, int16, int32, "
+                            "int64, uint8 and bool");
   if (!t.is_contiguous())
-    detail::refuse(SAMBA_ERR_INVALID_ARGUMENT, "to_samba: " + detail::describe(t) +
-                                                   ": not contiguous; .contiguous() makes the copy Samba can share");
+    detail::refuse_to_share(SAMBA_ERR_INVALID_ARGUMENT, t,
+                            "not contiguous; .contiguous() makes the copy Samba can share");
   const bool is_bool = t.scalar_type() == at::kBool;
   // The export holds its own handle on the TensorImpl: that, not `t`, keeps
   // the bytes alive for Samba.
@@ -164,7 +168,8 @@ inline std::vector<std::string> names(const Session& session, samba_names_kind k
 // order) as at::Tensors. The inputs are shared with Samba for the call
 // (samba_session_run copies them to the device); the outputs are fresh host
 // tensors, owned by the returned at::Tensors alone.
-inline std::vector<at::Tensor> run(Session& session, const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+inline std::vector<at::Tensor> run(Session& session,
+                                   const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                    const RunOptions* opts = nullptr) {
   std::vector<Tensor> shared;
   shared.reserve(inputs.size());
@@ -182,8 +187,9 @@ inline std::vector<at::Tensor> run(Session& session, const std::vector<at::Tenso
   if (input_names.size() != inputs.size()) {
     std::string listed;
     for (const std::string& n : input_names) listed += (listed.empty() ? "" : ", ") + n;
-    detail::refuse(SAMBA_ERR_INVALID_ARGUMENT, "run: the PEF takes " + std::to_string(input_names.size()) +
-                                                   " inputs (" + listed + "), got " + std::to_string(inputs.size()));
+    detail::refuse(SAMBA_ERR_INVALID_ARGUMENT,
+                   "run: the PEF takes " + std::to_string(input_names.size()) + " inputs (" +
+                       listed + "), got " + std::to_string(inputs.size()));
   }
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (size_t i = 0; i < inputs.size(); ++i) named.emplace_back(input_names[i], inputs[i]);

@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -27,8 +28,8 @@ void* samba_data(const samba::Tensor& t) {
 // of the memory: the end of its lifetime is observable.
 at::Tensor watched_tensor(std::vector<float>& buffer, bool& freed) {
   freed = false;
-  return at::from_blob(
-      buffer.data(), {static_cast<int64_t>(buffer.size())}, [&freed](void*) { freed = true; }, at::kFloat);
+  const int64_t n = static_cast<int64_t>(buffer.size());
+  return at::from_blob(buffer.data(), {n}, [&freed](void*) { freed = true; }, at::kFloat);
 }
 
 // Runs `call` and returns the samba::Error it throws.
@@ -95,6 +96,14 @@ TEST(ZeroCopy, EverySambaDtypeCrossesBothWays) {
   }
 }
 
+TEST(ZeroCopy, EmptyTensorsCross) {
+  const at::Tensor t = at::zeros({0, 3});
+  samba::Tensor s = to_samba(t);
+  EXPECT_EQ(s.shape(), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(s.numel(), 0);
+  EXPECT_EQ(to_torch(s).sizes(), t.sizes());
+}
+
 TEST(Lifetime, SambaKeepsTorchMemoryUntilItsLastView) {
   std::vector<float> buffer = {1, 2, 3, 4, 5, 6};
   bool freed = false;
@@ -119,6 +128,22 @@ TEST(Lifetime, TorchFirstOrSambaFirstBothFreeOnce) {
   EXPECT_FALSE(freed);
   EXPECT_EQ(t.sum().item<float>(), 8.0f);
   t.reset();
+  EXPECT_TRUE(freed);
+}
+
+TEST(Lifetime, TheLastReleaseMayComeFromAnotherThread) {
+  std::vector<float> buffer(64, 3.0f);
+  bool freed = false;
+  at::Tensor t = watched_tensor(buffer, freed);
+  samba::Tensor s = to_samba(t);
+  t.reset();
+  float sum = 0;
+  std::thread worker([&sum, held = std::move(s)]() mutable {
+    for (float v : held.to_vector<float>()) sum += v;
+    held = samba::Tensor();
+  });
+  worker.join();
+  EXPECT_EQ(sum, 192.0f);
   EXPECT_TRUE(freed);
 }
 
@@ -215,7 +240,14 @@ class RunOnTorchTensors : public ::testing::Test {
     session_.compile(model, {a, b}, {}, samba::CompileOptions().pef_path(pef_).inference(true));
     session_.load_pef(pef_);
   }
-  void TearDown() override { std::remove(pef_.c_str()); std::remove((pef_ + ".log").c_str()); }
+  void TearDown() override {
+    std::remove(pef_.c_str());
+    std::remove((pef_ + ".log").c_str());
+  }
+  // The PEF on inputs (a, b), in the order of its model inputs.
+  std::vector<at::Tensor> run(const at::Tensor& a, const at::Tensor& b) {
+    return samba::libtorch::run(session_, std::vector<at::Tensor>{a, b});
+  }
 
   at::Tensor weight_ = at::randn({3, 4}, at::kFloat);
   at::Tensor bias_ = at::randn({3}, at::kFloat);
@@ -227,7 +259,7 @@ TEST_F(RunOnTorchTensors, PositionalAndNamedInputsGiveTorchsResult) {
   const at::Tensor a = at::randn({2, 4});
   const at::Tensor b = at::randn({2, 3});
   const at::Tensor want = at::linear(a, weight_, bias_) - b;
-  const std::vector<at::Tensor> positional = samba::libtorch::run(session_, std::vector<at::Tensor>{a, b});
+  const std::vector<at::Tensor> positional = run(a, b);
   ASSERT_EQ(positional.size(), 1u);
   EXPECT_TRUE(at::allclose(positional[0], want, 0, 1e-6)) << positional[0] << want;
   const std::vector<at::Tensor> named = samba::libtorch::run(session_, {{"b", b}, {"a", a}});
@@ -238,17 +270,18 @@ TEST_F(RunOnTorchTensors, PositionalAndNamedInputsGiveTorchsResult) {
 }
 
 TEST_F(RunOnTorchTensors, BadInputsAreRefusedWithSambasStatus) {
-  const samba::Error count = error_of([&] { samba::libtorch::run(session_, std::vector<at::Tensor>{at::zeros({2, 4})}); });
+  const samba::Error count = error_of(
+      [&] { samba::libtorch::run(session_, std::vector<at::Tensor>{at::zeros({2, 4})}); });
   EXPECT_EQ(count.status(), SAMBA_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(count.what()).find("takes 2 inputs (a, b), got 1"), std::string::npos) << count.what();
-  const samba::Error shape =
-      error_of([&] { samba::libtorch::run(session_, std::vector<at::Tensor>{at::zeros({2, 5}), at::zeros({2, 3})}); });
+  EXPECT_NE(std::string(count.what()).find("takes 2 inputs (a, b), got 1"), std::string::npos)
+      << count.what();
+  const samba::Error shape = error_of([&] { run(at::zeros({2, 5}), at::zeros({2, 3})); });
   EXPECT_EQ(shape.status(), SAMBA_ERR_SHAPE_MISMATCH);
-  const samba::Error dtype = error_of(
-      [&] { samba::libtorch::run(session_, std::vector<at::Tensor>{at::zeros({2, 4}, at::kDouble), at::zeros({2, 3})}); });
+  const samba::Error dtype =
+      error_of([&] { run(at::zeros({2, 4}, at::kDouble), at::zeros({2, 3})); });
   EXPECT_EQ(dtype.status(), SAMBA_ERR_DTYPE_MISMATCH);
   // The session still runs after the refusals.
-  EXPECT_EQ(samba::libtorch::run(session_, std::vector<at::Tensor>{at::zeros({2, 4}), at::zeros({2, 3})}).size(), 1u);
+  EXPECT_EQ(run(at::zeros({2, 4}), at::zeros({2, 3})).size(), 1u);
 }
 
 }  // namespace
