@@ -9,6 +9,8 @@ if(NOT SAMBA_WITH_LIBTORCH)
 elseif(SAMBA_SANITIZE STREQUAL "thread")
   # LibTorch's uninstrumented intra-op thread pool would be all TSan reports.
   message(STATUS "LibTorch bridge: not built under ThreadSanitizer")
+elseif(SAMBA_FUZZ)
+  message(STATUS "LibTorch bridge: not built with the fuzz targets")
 else()
   # TorchConfig.cmake (through Caffe2's) prints what it finds even with QUIET.
   set(_samba_log_level "${CMAKE_MESSAGE_LOG_LEVEL}")

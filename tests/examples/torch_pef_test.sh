@@ -7,10 +7,8 @@
 #   torch_pef_test.sh TORCH_PEF LIBSAMBA SOURCE_DIR
 set -euo pipefail
 app=$1 lib=$(realpath "$2") src=$3
-python=""
-for p in /usr/bin/python3 python3; do
-  if command -v "$p" >/dev/null 2>&1 && "$p" -c "import torch, numpy" >/dev/null 2>&1; then python=$p; break; fi
-done
+source "$src/tests/examples/torch_python.sh"
+python=$(torch_python "torch, numpy")
 if [ -z "$python" ]; then
   echo "skipped: no python3 with PyTorch and NumPy to write the TorchScript module (Debian: python3-torch)"
   exit 77
