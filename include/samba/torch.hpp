@@ -142,6 +142,17 @@ inline at::Tensor to_torch(const Tensor& s) {
   check(samba_tensor_to_dlpack(s.get(), &managed));
   const bool is_bool = managed->dl_tensor.dtype.code == detail::kDLBoolCode;
   if (is_bool) managed->dl_tensor.dtype = DLDataType{kDLUInt, 8, 1};
+  if (managed->dl_tensor.data == nullptr) {
+    // A tensor without elements: there are no bytes to share, and LibTorch
+    // 1.13 never calls the deleter of a null data pointer (at::from_blob's
+    // context keeps it in a std::unique_ptr), which would leak Samba's
+    // storage.
+    const DLTensor& dl = managed->dl_tensor;
+    const std::vector<int64_t> shape(dl.shape, dl.shape + dl.ndim);
+    const at::ScalarType dtype = is_bool ? at::kBool : at::toScalarType(dl.dtype);
+    managed->deleter(managed);
+    return at::empty(shape, at::TensorOptions().dtype(dtype));
+  }
   // Samba exports only CPU tensors of dtypes LibTorch has, so fromDLPack
   // takes the managed tensor; its deleter runs with the storage's last
   // reference.
