@@ -16,6 +16,8 @@
 //  * to_torch(s) returns an at::Tensor viewing s's bytes. It holds a
 //    reference to s's storage (samba_tensor_to_dlpack), released when the
 //    last at::Tensor sharing that storage goes; s may be released first.
+//  * A tensor without elements has no bytes to share: to_torch gives a new
+//    empty at::Tensor of its shape and dtype.
 //  * Both sides see each other's writes: the bytes are shared, not copied.
 //    Nothing synchronizes them: do not write on one side while the other
 //    reads (samba_session_run copies its inputs to the device when it is

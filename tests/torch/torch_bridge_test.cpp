@@ -32,6 +32,16 @@ at::Tensor watched_tensor(std::vector<float>& buffer, bool& freed) {
   return at::from_blob(buffer.data(), {n}, [&freed](void*) { freed = true; }, at::kFloat);
 }
 
+// A Samba tensor over `buffer` whose at::Tensor handle is already gone:
+// Samba alone holds the memory, and `freed` tells when it lets go.
+samba::Tensor shared_with_samba_only(std::vector<float>& buffer, bool& freed) {
+  at::Tensor t = watched_tensor(buffer, freed);
+  samba::Tensor s = to_samba(t);
+  t.reset();
+  EXPECT_FALSE(freed) << "LibTorch freed memory Samba still views";
+  return s;
+}
+
 // Runs `call` and returns the samba::Error it throws.
 template <typename F>
 samba::Error error_of(F&& call) {
@@ -113,11 +123,8 @@ TEST(ZeroCopy, EmptyTensorsCross) {
 TEST(Lifetime, SambaKeepsTorchMemoryUntilItsLastView) {
   std::vector<float> buffer = {1, 2, 3, 4, 5, 6};
   bool freed = false;
-  at::Tensor t = watched_tensor(buffer, freed);
-  samba::Tensor s = to_samba(t);
+  samba::Tensor s = shared_with_samba_only(buffer, freed);
   samba::Tensor view = s.reshape({2, 3});
-  t.reset();
-  EXPECT_FALSE(freed) << "LibTorch freed memory Samba still views";
   s = samba::Tensor();
   EXPECT_FALSE(freed) << "released with a Samba view still alive";
   EXPECT_EQ(view.to_vector<float>(), buffer);
@@ -140,9 +147,7 @@ TEST(Lifetime, TorchFirstOrSambaFirstBothFreeOnce) {
 TEST(Lifetime, TheLastReleaseMayComeFromAnotherThread) {
   std::vector<float> buffer(64, 3.0f);
   bool freed = false;
-  at::Tensor t = watched_tensor(buffer, freed);
-  samba::Tensor s = to_samba(t);
-  t.reset();
+  samba::Tensor s = shared_with_samba_only(buffer, freed);
   float sum = 0;
   std::thread worker([&sum, held = std::move(s)]() mutable {
     for (float v : held.to_vector<float>()) sum += v;
@@ -156,9 +161,7 @@ TEST(Lifetime, TheLastReleaseMayComeFromAnotherThread) {
 TEST(Lifetime, ClearingSambaDataDropsItsHoldOnTorch) {
   std::vector<float> buffer(3, 1.0f);
   bool freed = false;
-  at::Tensor t = watched_tensor(buffer, freed);
-  samba::Tensor s = to_samba(t);
-  t.reset();
+  samba::Tensor s = shared_with_samba_only(buffer, freed);
   samba::check(samba_tensor_clear_data(s.get()));
   EXPECT_TRUE(freed);
   EXPECT_EQ(error_of([&] { to_torch(s); }).status(), SAMBA_ERR_INVALID_STATE);
