@@ -4,7 +4,9 @@
 // headers and libraries are (find_package(Torch), then link ${TORCH_LIBRARIES}
 // and Samba::samba). Include it instead of <dlpack/dlpack.h>: LibTorch brings
 // its own copy of the DLPack structs (ATen/dlpack.h), and the two cannot be in
-// one translation unit.
+// one translation unit. The namespace is samba::libtorch: a samba::torch
+// would hide LibTorch's ::torch inside namespace samba and make `torch::`
+// ambiguous under `using namespace samba`.
 //
 // Ownership (the whole contract):
 //  * to_samba(t) returns a samba::Tensor viewing t's bytes. It holds a
