@@ -4,7 +4,8 @@
 // autograd, optimizers, sessions that compile a Go model into a PEF
 // (Session.Compile), load it after re-tracing the model (Session.TraceGraph)
 // and run its sections with every run option (Session.Run), device tensors,
-// checkpoints (Session.SaveCheckpoint, Session.LoadCheckpoint), lazy
+// checkpoints (Session.SaveCheckpoint, Session.LoadCheckpoint), safetensors
+// files (Session.SaveSafetensors, Session.LoadSafetensors), lazy
 // parameters with materializers (Session.EnableLazyParams,
 // Session.CreateParameter) and the loader that prepares batches ahead
 // (NewLoader).

@@ -348,6 +348,9 @@ class Session {
   }
   samba_session* get() const { return h_.get(); }
 
+  // Loads (replaces) the PEF to run, without a model to check it against.
+  void load_pef(const std::string& path) { check(samba_session_load_pef(h_.get(), path.c_str())); }
+
   void compile(const Model& model, const std::vector<Tensor>& inputs, const std::vector<const Optimizer*>& optimizers,
                const CompileOptions& opts) {
     auto in = detail::raw(inputs);

@@ -29,10 +29,8 @@ case $mode in
     "$app" run -p "$work/micro.pef" --data "$data" --epochs 20 --checkpoint "$work/w.ckpt" --min-accuracy 0.95
     ;;
   torch)
-    python=""
-    for p in /usr/bin/python3 python3; do
-      if command -v "$p" >/dev/null 2>&1 && "$p" -c "import torch" >/dev/null 2>&1; then python=$p; break; fi
-    done
+    source "$src/tests/examples/torch_python.sh"
+    python=$(torch_python torch)
     if [ -z "$python" ]; then
       echo "torch reference: skipped: no python3 with PyTorch (Debian: apt-get install python3-torch)"
       exit 77

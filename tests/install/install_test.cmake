@@ -24,7 +24,7 @@ run("readelf" readelf -d ${shared_libs})
 if(NOT run_output MATCHES "Library soname: \\[libsamba\\.so\\.${ABI_MAJOR}\\]")
   message(FATAL_ERROR "expected SONAME libsamba.so.${ABI_MAJOR}:\n${run_output}")
 endif()
-foreach(f ${prefix}/include/samba.h ${libdir}/libsamba.a ${libdir}/pkgconfig/samba.pc
+foreach(f ${prefix}/include/samba.h ${prefix}/include/samba/torch.hpp ${libdir}/libsamba.a ${libdir}/pkgconfig/samba.pc
           ${libdir}/cmake/Samba/SambaConfig.cmake)
   if(NOT EXISTS ${f})
     message(FATAL_ERROR "not installed: ${f}")

@@ -1,5 +1,5 @@
 //! Sessions: compile a model into a PEF, load it, run it, move tensors
-//! between host and device, save and load checkpoints.
+//! between host and device, save and load checkpoints and safetensors files.
 use crate::error::{check, cstr, report, string, Error, Result};
 use crate::ops::{collect_outputs, handles, Optimizer};
 use crate::options::{CompileOptions, RunOptions, TraceOptions};
@@ -267,5 +267,41 @@ impl Session {
     pub fn load_checkpoint(&self, path: &str, what: Transfer, strict: bool) -> Result<()> {
         let p = cstr(path)?;
         check(unsafe { sys::samba_session_load_checkpoint(self.0, p.as_ptr(), what.0, strict as i32) })
+    }
+
+    /// Saves the device values of the tensors of `what` (gradients excluded)
+    /// to `path` in the Hugging Face safetensors format, which
+    /// `safetensors.torch.load_file` reads; optimizer state is named
+    /// `<parameter>.<state>`. For full training state, `save_checkpoint`.
+    pub fn save_safetensors(&self, path: &str, what: Transfer) -> Result<()> {
+        let p = cstr(path)?;
+        check(unsafe { sys::samba_session_save_safetensors(self.0, p.as_ptr(), what.0) })
+    }
+
+    /// Loads a safetensors file (a Hugging Face `save_pretrained` output, or
+    /// `save_safetensors`') into the device tensors of `what`, matched by
+    /// name after `map`: each rule `(from, to)` replaces a leading `from` of
+    /// a file tensor's name by `to` (`("transformer.", "")` strips a prefix);
+    /// a rule naming the whole name wins, then the longest. Values are
+    /// converted to each target's dtype. With `strict`, every file tensor
+    /// needs a target and every selected tensor must be in the file. The
+    /// whole file is checked before any tensor changes.
+    pub fn load_safetensors(&self, path: &str, what: Transfer, map: &[(&str, &str)], strict: bool) -> Result<()> {
+        let p = cstr(path)?;
+        let from = map.iter().map(|(f, _)| cstr(f)).collect::<Result<Vec<_>>>()?;
+        let to = map.iter().map(|(_, t)| cstr(t)).collect::<Result<Vec<_>>>()?;
+        let from_ptrs: Vec<_> = from.iter().map(|c| c.as_ptr()).collect();
+        let to_ptrs: Vec<_> = to.iter().map(|c| c.as_ptr()).collect();
+        check(unsafe {
+            sys::samba_session_load_safetensors(
+                self.0,
+                p.as_ptr(),
+                what.0,
+                if map.is_empty() { ptr::null() } else { from_ptrs.as_ptr() },
+                if map.is_empty() { ptr::null() } else { to_ptrs.as_ptr() },
+                map.len(),
+                strict as i32,
+            )
+        })
     }
 }

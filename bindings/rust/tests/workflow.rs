@@ -158,6 +158,79 @@ fn a_checkpoint_restores_the_training_state() {
     }
 }
 
+/// A safetensors file of `tensors` (name, shape, f32 values), as
+/// `safetensors.torch.save_file` lays it out: 8-byte header length, JSON
+/// header padded with spaces to 8 bytes, the data back to back.
+fn write_safetensors(path: &str, tensors: &[(&str, Vec<i64>, Vec<f32>)]) {
+    let mut entries = Vec::new();
+    let mut data = Vec::new();
+    for (name, shape, values) in tensors {
+        let begin = data.len();
+        data.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        entries.push(format!(
+            "\"{name}\":{{\"dtype\":\"F32\",\"shape\":{shape:?},\"data_offsets\":[{begin},{}]}}",
+            data.len()
+        ));
+    }
+    let mut header = format!("{{{}}}", entries.join(","));
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend(data);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn safetensors_files_carry_weights_out_and_in() {
+    let n = net("safetensors", common::params(), None);
+    let saved_file = temp("saved.safetensors");
+    n.session.save_safetensors(&saved_file, Transfer::PARAMETERS).unwrap();
+    let saved = n.device_weight();
+    let bytes = std::fs::read(&saved_file).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    for name in ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"] {
+        assert!(header.contains(&format!("\"{name}\"")), "{name} missing from {header}");
+    }
+    // A training step moves the weights; the file brings them back.
+    n.step(None).unwrap();
+    assert_ne!(n.device_weight(), saved);
+    n.session.load_safetensors(&saved_file, Transfer::PARAMETERS, &[], true).unwrap();
+    assert_eq!(n.device_weight(), saved);
+
+    // A checkpoint whose names carry a prefix, as a Hugging Face model's do.
+    let prefixed = temp("prefixed.safetensors");
+    let shapes = [("model.fc1.weight", vec![6, 4]), ("model.fc1.bias", vec![6]), ("model.fc2.weight", vec![3, 6])];
+    let mut tensors: Vec<_> = shapes
+        .iter()
+        .map(|(name, shape)| (*name, shape.clone(), vec![0.25f32; shape.iter().product::<i64>() as usize]))
+        .collect();
+    tensors.push(("model.fc2.bias", vec![3], vec![0.5; 3]));
+    write_safetensors(&prefixed, &tensors);
+    let e = n.session.load_safetensors(&prefixed, Transfer::PARAMETERS, &[], true).expect_err("unmapped names");
+    assert_eq!(e.status_name, "SAMBA_ERR_INVALID_ARGUMENT", "{e}");
+    assert!(e.message.contains("model.fc1"), "{e}");
+    assert_eq!(n.device_weight(), saved, "a refused load changed a weight");
+    n.session.load_safetensors(&prefixed, Transfer::PARAMETERS, &[("model.", "")], true).unwrap();
+    assert_eq!(n.device_weight(), vec![0.25; 24]);
+    assert_eq!(n.session.sn_data(&n.params[3]).unwrap().to_vec_f32().unwrap(), vec![0.5; 3]);
+
+    // A file cut short is refused, naming the problem, and changes nothing.
+    let truncated = temp("truncated.safetensors");
+    let bytes = std::fs::read(&saved_file).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() - 4]).unwrap();
+    let e = n.session.load_safetensors(&truncated, Transfer::PARAMETERS, &[], true).expect_err("a truncated file");
+    assert_eq!(e.status_name, "SAMBA_ERR_CORRUPT_FILE", "{e}");
+    assert_eq!(n.device_weight(), vec![0.25; 24]);
+    let e = n.session.load_safetensors(&saved_file, Transfer::PARAMETERS, &[("a\0b", "")], true).err().unwrap();
+    assert_eq!(e.status_name, "SAMBA_ERR_INVALID_ARGUMENT", "{e}");
+    for f in [saved_file, prefixed, truncated] {
+        std::fs::remove_file(f).unwrap();
+    }
+}
+
 fn lazy_params(session: &Session) -> Vec<Tensor> {
     let weight = Materializer::new("linear_weight", None).unwrap();
     let bias =
