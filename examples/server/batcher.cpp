@@ -47,11 +47,14 @@ std::vector<Batcher::Pending*> Batcher::gather() {
       batch.push_back(queue_.front());
       queue_.pop_front();
     }
-    // Full, or the next request does not fit: run what is gathered.
-    if (rows >= capacity || !queue_.empty() || stopping_) break;
+    // Full, or the next request does not fit: run what is gathered. With no
+    // run in flight no answer is about to send its client back with another
+    // request, so waiting would only add latency (a lone client's case).
+    if (rows >= capacity || !queue_.empty() || stopping_ || runs_in_flight_ == 0) break;
     if (arrived_.wait_until(lock, deadline, [&] { return !queue_.empty() || stopping_; })) continue;
     break;  // the oldest request has waited long enough
   }
+  ++runs_in_flight_;  // before the next gatherer looks
   publish_queue_locked();
   return batch;
 }
@@ -67,11 +70,19 @@ void Batcher::runner() {
       count += p->rows->count;
     }
     metrics_.count_run(model_.name(), count);
+    std::vector<std::vector<HostTensor>> answers;
+    std::exception_ptr failure;
     try {
-      std::vector<std::vector<HostTensor>> answers = model_.run(rows);
-      for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(answers[i]));
+      answers = model_.run(rows);
     } catch (...) {
-      for (Pending* p : batch) p->done.set_exception(std::current_exception());
+      failure = std::current_exception();
+    }
+    --runs_in_flight_;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (failure)
+        batch[i]->done.set_exception(failure);
+      else
+        batch[i]->done.set_value(std::move(answers[i]));
     }
   }
 }

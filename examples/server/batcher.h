@@ -6,11 +6,14 @@
 // gatherer takes queued requests in arrival order while their rows fit in
 // the model's batch, until the batch is full or the oldest request has
 // waited the maximum batch delay, then runs the batch while the next runner
-// gathers. Without batching a run takes one request. Rows of a request stay
+// gathers. It waits only while another run is in flight: then answers are
+// about to come back and their clients to send again; otherwise (a lone
+// client) waiting would only add latency. Without batching a run takes one request. Rows of a request stay
 // together, and a row's result does not depend on the rows beside it, so a
 // batched answer is the answer of the request run alone.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -60,6 +63,7 @@ class Batcher {
   std::deque<Pending*> queue_;
   int64_t queued_rows_ = 0;
   bool stopping_ = false;
+  std::atomic<int> runs_in_flight_{0};
   std::vector<std::thread> runners_;
 };
 
