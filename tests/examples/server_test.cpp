@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
   app.add_option("--clients", clients);
   app.add_flag("--no-batching", no_batching);
   CLI11_PARSE(app, argc, argv);
-  const size_t max_body = 64 * 1024;
+  const size_t max_body = 4 << 20;  // above every valid request of the models tested
   try {
     const Reference ref(pef);
     Server server = start_server(server_bin, pef, workdir, !no_batching, max_body);
