@@ -12,7 +12,8 @@ constexpr const char* kNpy = "application/x-npy";
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
-  res.set_content(json{{"error", message}}.dump(), kJson);
+  // Messages quote what the client sent, which need not be UTF-8.
+  res.set_content(json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
 }
 
 bool content_type_is(const httplib::Request& req, const char* type) {

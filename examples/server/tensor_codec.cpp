@@ -141,6 +141,8 @@ std::map<std::string, HostTensor> decode_json_inputs(std::string_view body) {
         throw BadRequest(400, what + ": \"shape\" holds " + d.dump() + ", expected non-negative integers");
       t.shape.push_back(d.get<int64_t>());
     }
+    if (spec.contains("dtype") && !spec["dtype"].is_string())
+      throw BadRequest(400, what + ": \"dtype\" is " + spec["dtype"].dump() + ", expected a name such as \"float32\"");
     const std::string dtype_name = spec.value("dtype", std::string("float32"));
     t.dtype = -1;
     for (samba_dtype d = SAMBA_FLOAT32; d <= SAMBA_BOOL; ++d)
@@ -177,6 +179,12 @@ HostTensor decode_npy(std::string_view body) {
   } else {
     throw BadRequest(400, "the .npy file has format version " + std::to_string(major) + ", expected 1, 2 or 3");
   }
+  // NumPy's headers are a few hundred bytes; the cap also bounds the regex
+  // matching below (std::regex recurses per character).
+  constexpr size_t kMaxHeader = 4096;
+  if (header_len > kMaxHeader)
+    throw BadRequest(400, "the .npy header length " + std::to_string(header_len) + " is over " +
+                              std::to_string(kMaxHeader) + " bytes");
   if (header_len > body.size() - header_at)
     throw BadRequest(400, "the .npy header length " + std::to_string(header_len) + " runs past the body's " +
                               std::to_string(body.size()) + " bytes");

@@ -184,13 +184,15 @@ void valid_request(httplib::Client& cli, const Reference& ref, int64_t j, Tally&
   }
 }
 
+constexpr int kMalformedKinds = 12;
+
 // Malformed request `k`: the status and a word its message must hold.
 void malformed_request(httplib::Client& cli, const Reference& ref, int64_t k, size_t max_body, Tally& tally) {
   const int64_t f = ref.features();
   const std::vector<float> row(static_cast<size_t>(f), 0.5f);
   std::string body, type = "application/json", path = "/v1/models/resffn/infer", word;
   int status = 400;
-  switch (k % 11) {
+  switch (k % kMalformedKinds) {
     case 0: body = json_of("image", std::vector<float>(static_cast<size_t>(f + 1), 1.f), {f + 1}); word = "shape"; break;
     case 1: body = json_of("image", std::vector<float>(static_cast<size_t>(f), 2.f), {f}, "int64"); word = "dtype"; break;
     case 2: body = json_of("picture", row, {f}); word = "no input 'picture'"; break;
@@ -210,16 +212,64 @@ void malformed_request(httplib::Client& cli, const Reference& ref, int64_t k, si
     }
     case 8: body = json_of("image", std::vector<float>(static_cast<size_t>((ref.batch() + 1) * f), 1.f), {ref.batch() + 1, f}); word = "1 <= n <= " + std::to_string(ref.batch()); break;
     case 9: body = json_of("image", row, {f, 2}); word = "needs"; break;
-    default: body = npy_of(row, {f}); body.replace(body.find("False"), 5, "Maybe"); type = "application/x-npy"; word = "fortran_order"; break;
+    case 10: body = npy_of(row, {f}); body.replace(body.find("False"), 5, "Maybe"); type = "application/x-npy"; word = "fortran_order"; break;
+    default: body = json_of("image", row, {f}); body.replace(body.find("\"float32\""), 9, "32"); word = "\"dtype\" is 32"; break;
   }
   auto res = cli.Post(path.c_str(), body, type.c_str());
-  const std::string what = "malformed request " + std::to_string(k) + " (kind " + std::to_string(k % 11) + ")";
+  const std::string what = "malformed request " + std::to_string(k) + " (kind " + std::to_string(k % kMalformedKinds) + ")";
   if (!res) return fail(what + ": no answer: " + httplib::to_string(res.error()));
   ++tally.refused;
   if (res->status != status) return fail(what + ": HTTP " + std::to_string(res->status) + ", expected " + std::to_string(status) + ": " + res->body);
   const json doc = json::parse(res->body, nullptr, false);
   if (doc.is_discarded() || !doc.contains("error") || doc["error"].get<std::string>().find(word) == std::string::npos)
     fail(what + ": message " + res->body + " does not mention '" + word + "'");
+}
+
+// Bodies that are neither valid nor one of the kinds above: valid JSON and
+// .npy bodies with bytes flipped, cut out or inserted, and a few extremes.
+// Each must be answered 200 or 400 with a JSON message: nothing else.
+void mutated_requests(httplib::Client& cli, const Reference& ref, int count, int64_t& ok, int64_t& refused) {
+  const int64_t f = ref.features();
+  const std::vector<float> rows(static_cast<size_t>(2 * f), 0.25f);
+  std::vector<std::pair<std::string, std::string>> bodies = {
+      {"{\"inputs\": " + std::string(100000, '['), "application/json"},
+      {"{\"inputs\": {\"image\": {\"shape\": [99999999999, 99999999999, 99999999999], \"data\": []}}}",
+       "application/json"},
+      {"{\"inputs\": {\"image\": {\"shape\": [" + std::to_string(f) + "], \"data\": [1e400]}}}", "application/json"},
+      {"{\"inputs\": {\"image\": 5}}", "application/json"},
+      {"null", "application/json"},
+      {std::string("\x93NUMPY\x02\x00\xff\xff\xff\xff", 12), "application/x-npy"},
+      {std::string("\x93NUMPY\x01\x00\xff\x0f{'descr': '", 19) + std::string(4000, 'a'), "application/x-npy"},
+  };
+  std::mt19937 rng(12345);
+  for (int i = 0; i < count; ++i) {
+    std::string body = i % 2 ? npy_of(rows, {2, f}) : json_of("image", rows, {2, f});
+    for (int m = 0; m < 1 + static_cast<int>(rng() % 4); ++m) {
+      const size_t at = rng() % body.size();
+      switch (rng() % 3) {
+        case 0: body[at] = static_cast<char>(rng()); break;
+        case 1: body.erase(at, 1 + rng() % 10); break;
+        default: body.insert(at, std::string(1 + rng() % 5, static_cast<char>(rng()))); break;
+      }
+      if (body.empty()) body = "x";
+    }
+    bodies.emplace_back(body, i % 2 ? "application/x-npy" : "application/json");
+  }
+  for (const auto& [body, type] : bodies) {
+    auto res = cli.Post("/v1/models/resffn/infer", body, type.c_str());
+    if (!res) {
+      fail("mutated body: no answer: " + httplib::to_string(res.error()));
+      continue;
+    }
+    const json doc = json::parse(res->body, nullptr, false);
+    if (res->status == 200) {
+      ++ok;
+    } else if (res->status == 400 && !doc.is_discarded() && doc.contains("error")) {
+      ++refused;
+    } else {
+      fail("mutated body: HTTP " + std::to_string(res->status) + " " + res->body.substr(0, 200));
+    }
+  }
 }
 
 int wait_exit(pid_t pid, int seconds) {
@@ -325,6 +375,11 @@ int main(int argc, char** argv) {
       if (!admin || admin->status != 404) fail("POST /admin/shutdown must be refused unless enabled");
     }
 
+    // After the metrics are read: these runs would change the rows per run.
+    int64_t mutated_ok = 0, mutated_refused = 0;
+    mutated_requests(cli, ref, static_cast<int>(malformed), mutated_ok, mutated_refused);
+    std::cout << "mutated bodies: " << mutated_ok << " answered, " << mutated_refused << " refused\n";
+
     // Stop under load: clients keep sending until the server stops taking
     // their requests; every answer they get must still be right.
     Tally last;
@@ -359,8 +414,9 @@ int main(int argc, char** argv) {
     std::string line, summary;
     while (std::getline(log, line))
       if (line.find("stopped; answered") != std::string::npos) summary = line;
-    const std::string expected = "answered " + std::to_string(requests + last.ok) + " requests with 2xx, " +
-                                 std::to_string(malformed) + " with 4xx, 0 with 5xx";
+    const std::string expected = "answered " + std::to_string(requests + mutated_ok + last.ok) +
+                                 " requests with 2xx, " + std::to_string(malformed + mutated_refused) +
+                                 " with 4xx, 0 with 5xx";
     if (summary.find(expected) == std::string::npos)
       fail("the server's summary '" + summary + "' is not '" + expected + "'");
   } catch (const std::exception& e) {
