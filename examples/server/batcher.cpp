@@ -4,7 +4,8 @@ namespace samba_server {
 
 Batcher::Batcher(const ServedModel& model, BatchingOptions options, Metrics& metrics)
     : model_(model), options_(options), metrics_(metrics) {
-  for (int i = 0; i < std::max(1, options_.concurrent_runs); ++i) runners_.emplace_back([this] { runner(); });
+  for (int i = 0; i < std::max(1, options_.concurrent_runs); ++i)
+    runners_.emplace_back([this] { runner(); });
 }
 
 Batcher::~Batcher() {

@@ -8,9 +8,9 @@
 // waited the maximum batch delay, then runs the batch while the next runner
 // gathers. It waits only while another run is in flight: then answers are
 // about to come back and their clients to send again; otherwise (a lone
-// client) waiting would only add latency. Without batching a run takes one request. Rows of a request stay
-// together, and a row's result does not depend on the rows beside it, so a
-// batched answer is the answer of the request run alone.
+// client) waiting would only add latency. Without batching a run takes one request. Rows of a
+// request stay together, and a row's result does not depend on the rows beside it, so a batched
+// answer is the answer of the request run alone.
 #pragma once
 
 #include <atomic>

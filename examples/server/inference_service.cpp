@@ -13,7 +13,8 @@ constexpr const char* kNpy = "application/x-npy";
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   // Messages quote what the client sent, which need not be UTF-8.
-  res.set_content(json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+  res.set_content(json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace),
+                  kJson);
 }
 
 bool content_type_is(const httplib::Request& req, const char* type) {
@@ -37,12 +38,15 @@ InferenceService::InferenceService(std::map<std::string, std::unique_ptr<ServedM
                                    BatchingOptions batching, ServiceOptions options,
                                    std::function<void()> request_shutdown)
     : models_(models), options_(options), request_shutdown_(std::move(request_shutdown)) {
-  for (auto& [name, model] : models_) batchers_[name] = std::make_unique<Batcher>(*model, batching, metrics_);
+  for (auto& [name, model] : models_)
+    batchers_[name] = std::make_unique<Batcher>(*model, batching, metrics_);
 
   // A keep-alive connection holds a thread, so there are enough for every
   // client of a busy server, and no client waits behind another's connection.
   const int threads = options_.http_threads;
-  http_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  http_.new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   http_.set_keep_alive_max_count(100000);
   http_.set_keep_alive_timeout(2);
   http_.set_tcp_nodelay(true);
@@ -52,10 +56,10 @@ InferenceService::InferenceService(std::map<std::string, std::unique_ptr<ServedM
     listen_socket_ = sock;
   });
 
-  http_.Post(R"(/v1/models/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res) {
-    infer(req, res);
-  });
-  http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { list_models(res); });
+  http_.Post(R"(/v1/models/([^/]+)/infer)",
+             [this](const httplib::Request& req, httplib::Response& res) { infer(req, res); });
+  http_.Get("/v1/models",
+            [this](const httplib::Request&, httplib::Response& res) { list_models(res); });
   http_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(json{{"status", "serving"}}.dump(), kJson);
   });
@@ -64,36 +68,43 @@ InferenceService::InferenceService(std::map<std::string, std::unique_ptr<ServedM
   });
   http_.Post("/admin/shutdown", [this](const httplib::Request&, httplib::Response& res) {
     if (!options_.admin_shutdown)
-      return send_error(res, 404, "POST /admin/shutdown is disabled; start the server with --enable-admin-shutdown");
+      return send_error(
+          res, 404,
+          "POST /admin/shutdown is disabled; start the server with --enable-admin-shutdown");
     res.set_content(json{{"status", "shutting down"}}.dump(), kJson);
     request_shutdown_();
   });
   // What httplib refuses before a handler runs (a body over the limit, an
   // unknown path, a malformed request line) gets a JSON message too. The
   // limit is a property of the request, hence 400 rather than 413.
-  http_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    // Not counted by a handler: count it here, under no model.
-    metrics_.count_answer("", res.status == 413 ? 400 : res.status, 0.0);
-    if (res.status == 413) {
-      // The body was left unread: the connection cannot carry another request.
-      res.set_header("Connection", "close");
-      send_error(res, 400, "the request body of " + req.get_header_value("Content-Length") +
-                               " bytes is over the limit of " + std::to_string(options_.max_body_bytes) +
-                               " bytes (--max-body-bytes)");
-    } else if (res.status == 404) {
-      send_error(res, 404, "no endpoint " + req.method + " " + req.path +
-                               "; expected POST /v1/models/<name>/infer, GET /v1/models, GET /healthz or GET /metrics");
-    } else {
-      send_error(res, res.status, "the request is malformed (HTTP status " + std::to_string(res.status) + ")");
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http_.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        // Not counted by a handler: count it here, under no model.
+        metrics_.count_answer("", res.status == 413 ? 400 : res.status, 0.0);
+        if (res.status == 413) {
+          // The body was left unread: the connection cannot carry another request.
+          res.set_header("Connection", "close");
+          send_error(res, 400,
+                     "the request body of " + req.get_header_value("Content-Length") +
+                         " bytes is over the limit of " + std::to_string(options_.max_body_bytes) +
+                         " bytes (--max-body-bytes)");
+        } else if (res.status == 404) {
+          send_error(res, 404,
+                     "no endpoint " + req.method + " " + req.path +
+                         "; expected POST /v1/models/<name>/infer, GET /v1/models, GET /healthz or "
+                         "GET /metrics");
+        } else {
+          send_error(res, res.status,
+                     "the request is malformed (HTTP status " + std::to_string(res.status) + ")");
+        }
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 int InferenceService::bind(const std::string& host, int port) {
-  const int bound = port == 0 ? http_.bind_to_any_port(host) : (http_.bind_to_port(host, port) ? port : -1);
+  const int bound =
+      port == 0 ? http_.bind_to_any_port(host) : (http_.bind_to_port(host, port) ? port : -1);
   // httplib listens with a backlog of 5: when more clients connect at once
   // than its accept loop takes, the kernel drops their handshakes and the
   // requests they already sent fail. Listening again only raises the backlog.
@@ -115,16 +126,17 @@ std::vector<HostTensor> InferenceService::answer(ServedModel& model, const httpl
     std::string input = req.get_param_value("input");
     if (input.empty()) {
       if (model.inputs().size() != 1)
-        throw BadRequest(400, "model '" + model.name() + "' has " + std::to_string(model.inputs().size()) +
-                                  " inputs; name the one the .npy body holds with ?input=<name>, or send JSON");
+        throw BadRequest(
+            400, "model '" + model.name() + "' has " + std::to_string(model.inputs().size()) +
+                     " inputs; name the one the .npy body holds with ?input=<name>, or send JSON");
       input = model.inputs()[0].name;
     }
     tensors.emplace(input, decode_npy(req.body));
   } else if (content_type_is(req, kJson) || !req.has_header("Content-Type")) {
     tensors = decode_json_inputs(req.body);
   } else {
-    throw BadRequest(400, "Content-Type '" + req.get_header_value("Content-Type") + "' is not " + kJson + " or " +
-                              kNpy);
+    throw BadRequest(400, "Content-Type '" + req.get_header_value("Content-Type") + "' is not " +
+                              kJson + " or " + kNpy);
   }
   const Rows rows = model.check_request(std::move(tensors));
   return batchers_.at(model.name())->infer(rows);
@@ -152,12 +164,15 @@ void InferenceService::infer(const httplib::Request& req, httplib::Response& res
       for (size_t i = 0; i < outputs.size(); ++i)
         if (model.outputs()[i].name == output || (output.empty() && outputs.size() == 1)) index = i;
       if (index == outputs.size())
-        throw BadRequest(400, "an .npy answer holds one output: name it with ?output=<name> (model '" + model.name() +
-                                  "' has " + std::to_string(outputs.size()) + " outputs), or accept JSON");
+        throw BadRequest(400,
+                         "an .npy answer holds one output: name it with ?output=<name> (model '" +
+                             model.name() + "' has " + std::to_string(outputs.size()) +
+                             " outputs), or accept JSON");
       res.set_content(encode_npy(outputs[index]), kNpy);
     } else {
       json out = json::object();
-      for (size_t i = 0; i < outputs.size(); ++i) out[model.outputs()[i].name] = encode_json(outputs[i]);
+      for (size_t i = 0; i < outputs.size(); ++i)
+        out[model.outputs()[i].name] = encode_json(outputs[i]);
       res.set_content(json{{"model", model.name()}, {"outputs", std::move(out)}}.dump(), kJson);
     }
     res.status = 200;
@@ -166,8 +181,9 @@ void InferenceService::infer(const httplib::Request& req, httplib::Response& res
   } catch (const std::exception& e) {
     send_error(res, 500, std::string("the run failed: ") + e.what());
   }
-  metrics_.count_answer(label, res.status,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  metrics_.count_answer(
+      label, res.status,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace samba_server

@@ -32,8 +32,9 @@ struct ServiceOptions {
 class InferenceService {
  public:
   // `models` by name; `request_shutdown` is what POST /admin/shutdown calls.
-  InferenceService(std::map<std::string, std::unique_ptr<ServedModel>>& models, BatchingOptions batching,
-                   ServiceOptions options, std::function<void()> request_shutdown);
+  InferenceService(std::map<std::string, std::unique_ptr<ServedModel>>& models,
+                   BatchingOptions batching, ServiceOptions options,
+                   std::function<void()> request_shutdown);
 
   // Binds `host`:`port` (0: an ephemeral port) and returns the port bound,
   // or -1.

@@ -5,14 +5,15 @@
 //
 // SIGINT or SIGTERM stops it gracefully: it stops accepting connections,
 // answers every request already received, and exits 0.
+#include <pthread.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <pthread.h>
 #include <thread>
-#include <unistd.h>
 
 #include "inference_service.h"
 
@@ -23,7 +24,8 @@ std::pair<std::string, std::string> split_model_option(const std::string& value)
   const size_t eq = value.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == value.size() ||
       value.find_first_of("/?#", 0) < eq)
-    throw CLI::ValidationError("--model", "'" + value + "' is not NAME=PATH.pef (a name without '/', '?' or '#')");
+    throw CLI::ValidationError(
+        "--model", "'" + value + "' is not NAME=PATH.pef (a name without '/', '?' or '#')");
   return {value.substr(0, eq), value.substr(eq + 1)};
 }
 
@@ -38,10 +40,12 @@ int main(int argc, char** argv) {
   samba_server::ServiceOptions service;
   int64_t max_delay_us = batching.max_delay.count();
   bool no_batching = false;
-  app.add_option("--model", model_options, "A model to serve, as NAME=PATH.pef (repeatable)")->required();
+  app.add_option("--model", model_options, "A model to serve, as NAME=PATH.pef (repeatable)")
+      ->required();
   app.add_option("--host", host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", port, "Port to listen on; 0 picks a free one")->capture_default_str()->check(
-      CLI::Range(0, 65535));
+  app.add_option("--port", port, "Port to listen on; 0 picks a free one")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   app.add_option("--port-file", port_file, "Write the port bound to this file once listening");
   app.add_option("--max-batch-delay-us", max_delay_us,
                  "Longest a request waits for others to share its run, in microseconds")
@@ -52,7 +56,8 @@ int main(int argc, char** argv) {
                  "Runs of one model in flight at once, each on its own execution context")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app.add_option("--session-threads", session_threads, "Threads of each model's session; 0: one per hardware thread")
+  app.add_option("--session-threads", session_threads,
+                 "Threads of each model's session; 0: one per hardware thread")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   app.add_option("--http-threads", service.http_threads, "Connections served at once")
@@ -61,7 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-body-bytes", service.max_body_bytes, "Largest request body accepted")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 34));
-  app.add_flag("--enable-admin-shutdown", service.admin_shutdown, "Accept POST /admin/shutdown (for tests)");
+  app.add_flag("--enable-admin-shutdown", service.admin_shutdown,
+               "Accept POST /admin/shutdown (for tests)");
   CLI11_PARSE(app, argc, argv);
   batching.enabled = !no_batching;
   batching.max_delay = std::chrono::microseconds(max_delay_us);
@@ -78,7 +84,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& option : model_options) {
       auto [name, path] = split_model_option(option);
-      if (models.count(name)) throw std::runtime_error("--model: the name '" + name + "' is given twice");
+      if (models.count(name))
+        throw std::runtime_error("--model: the name '" + name + "' is given twice");
       models[name] = std::make_unique<samba_server::ServedModel>(name, path, session_threads);
     }
   } catch (const std::exception& e) {
@@ -86,7 +93,8 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  samba_server::InferenceService service_api(models, batching, service, [] { kill(getpid(), SIGTERM); });
+  samba_server::InferenceService service_api(models, batching, service,
+                                             [] { kill(getpid(), SIGTERM); });
   const int bound = service_api.bind(host, port);
   if (bound < 0) {
     std::cerr << "samba-server: cannot listen on " << host << ":" << port << "\n";
@@ -102,9 +110,12 @@ int main(int argc, char** argv) {
   for (const auto& [name, model] : models)
     std::cout << "samba-server: model '" << name << "' from " << model->path() << ": "
               << model->describe()["inputs"].dump() << " -> " << model->describe()["outputs"].dump()
-              << (model->batched() ? ", batch " + std::to_string(model->batch_size()) : ", not batched") << "\n";
+              << (model->batched() ? ", batch " + std::to_string(model->batch_size())
+                                   : ", not batched")
+              << "\n";
   std::cout << "samba-server: listening on http://" << host << ":" << bound << " ("
-            << (batching.enabled ? "batching, max delay " + std::to_string(max_delay_us) + " us" : "no batching")
+            << (batching.enabled ? "batching, max delay " + std::to_string(max_delay_us) + " us"
+                                 : "no batching")
             << ")" << std::endl;
   if (!port_file.empty()) {
     // Written whole under another name, then renamed: a reader never sees half.
@@ -119,7 +130,7 @@ int main(int argc, char** argv) {
     stopper.join();
   }
   const samba_server::Metrics& m = service_api.metrics();
-  std::cout << "samba-server: stopped; answered " << m.answered(2) << " requests with 2xx, " << m.answered(4)
-            << " with 4xx, " << m.answered(5) << " with 5xx" << std::endl;
+  std::cout << "samba-server: stopped; answered " << m.answered(2) << " requests with 2xx, "
+            << m.answered(4) << " with 4xx, " << m.answered(5) << " with 5xx" << std::endl;
   return served ? 0 : 1;
 }

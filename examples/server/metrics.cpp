@@ -4,7 +4,8 @@
 
 namespace samba_server {
 
-Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double value) {
   size_t i = 0;
@@ -55,25 +56,34 @@ int64_t Metrics::answered(int status_class) const {
 std::string Metrics::prometheus_text() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
-  out += "# HELP samba_server_requests_total Inference requests answered, by model and HTTP status.\n"
-         "# TYPE samba_server_requests_total counter\n";
+  out +=
+      "# HELP samba_server_requests_total Inference requests answered, by model and HTTP status.\n"
+      "# TYPE samba_server_requests_total counter\n";
   for (const auto& [name, m] : models_)
     for (const auto& [status, count] : m.answers)
-      out += fmt::format("samba_server_requests_total{{model=\"{}\",code=\"{}\"}} {}\n", name, status, count);
-  out += "# HELP samba_server_request_duration_seconds Time from a request's arrival to its answer.\n"
-         "# TYPE samba_server_request_duration_seconds histogram\n";
+      out += fmt::format("samba_server_requests_total{{model=\"{}\",code=\"{}\"}} {}\n", name,
+                         status, count);
+  out +=
+      "# HELP samba_server_request_duration_seconds Time from a request's arrival to its answer.\n"
+      "# TYPE samba_server_request_duration_seconds histogram\n";
   for (const auto& [name, m] : models_)
-    m.latency.write(out, "samba_server_request_duration_seconds", fmt::format("model=\"{}\"", name));
-  out += "# HELP samba_server_batch_rows Rows (samples) of the requests gathered into one run.\n"
-         "# TYPE samba_server_batch_rows histogram\n";
+    m.latency.write(out, "samba_server_request_duration_seconds",
+                    fmt::format("model=\"{}\"", name));
+  out +=
+      "# HELP samba_server_batch_rows Rows (samples) of the requests gathered into one run.\n"
+      "# TYPE samba_server_batch_rows histogram\n";
   for (const auto& [name, m] : models_)
-    if (!name.empty()) m.batch_rows.write(out, "samba_server_batch_rows", fmt::format("model=\"{}\"", name));
-  out += "# HELP samba_server_queue_rows Rows waiting for a run.\n"
-         "# TYPE samba_server_queue_rows gauge\n";
+    if (!name.empty())
+      m.batch_rows.write(out, "samba_server_batch_rows", fmt::format("model=\"{}\"", name));
+  out +=
+      "# HELP samba_server_queue_rows Rows waiting for a run.\n"
+      "# TYPE samba_server_queue_rows gauge\n";
   for (const auto& [name, m] : models_)
-    if (!name.empty()) out += fmt::format("samba_server_queue_rows{{model=\"{}\"}} {}\n", name, m.queued_rows);
-  out += "# HELP samba_server_requests_in_flight Requests being handled.\n"
-         "# TYPE samba_server_requests_in_flight gauge\n";
+    if (!name.empty())
+      out += fmt::format("samba_server_queue_rows{{model=\"{}\"}} {}\n", name, m.queued_rows);
+  out +=
+      "# HELP samba_server_requests_in_flight Requests being handled.\n"
+      "# TYPE samba_server_requests_in_flight gauge\n";
   out += fmt::format("samba_server_requests_in_flight {}\n", in_flight_.load());
   return out;
 }

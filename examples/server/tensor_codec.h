@@ -19,7 +19,8 @@ namespace samba_server {
 // A request the server refuses: HTTP `status` with `message` (naming what was
 // wrong and what was expected) as the JSON answer's "error".
 struct BadRequest : std::runtime_error {
-  BadRequest(int status, const std::string& message) : std::runtime_error(message), status(status) {}
+  BadRequest(int status, const std::string& message)
+      : std::runtime_error(message), status(status) {}
   int status;
 };
 
