@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -100,12 +102,19 @@ int main(int argc, char** argv) {
     std::cerr << "samba-server: cannot listen on " << host << ":" << port << "\n";
     return 1;
   }
+  std::atomic<bool> serving_done{false};
   std::thread stopper([&] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
+    if (serving_done) return;  // woken by main after serve() failed
     std::cerr << "samba-server: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
               << ": finishing the requests in flight\n";
-    service_api.stop();
+    // httplib's stop() does nothing before serve() has started listening:
+    // a signal right after start must still stop it.
+    while (!serving_done) {
+      service_api.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   });
   for (const auto& [name, model] : models)
     std::cout << "samba-server: model '" << name << "' from " << model->path() << ": "
@@ -124,11 +133,10 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), port_file.c_str());
   }
   const bool served = service_api.serve();
-  if (stopper.joinable()) {
-    // serve() also returns when listening fails; wake the stopper then.
-    if (!served) kill(getpid(), SIGTERM);
-    stopper.join();
-  }
+  serving_done = true;
+  // serve() also returns when listening fails: wake the stopper then.
+  if (!served) kill(getpid(), SIGTERM);
+  stopper.join();
   const samba_server::Metrics& m = service_api.metrics();
   std::cout << "samba-server: stopped; answered " << m.answered(2) << " requests with 2xx, "
             << m.answered(4) << " with 4xx, " << m.answered(5) << " with 5xx" << std::endl;
