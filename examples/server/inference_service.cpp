@@ -22,6 +22,12 @@ bool content_type_is(const httplib::Request& req, const char* type) {
   return value.compare(0, std::char_traits<char>::length(type), type) == 0;
 }
 
+std::string output_names(const ServedModel& model) {
+  std::string names;
+  for (const TensorSpec& s : model.outputs()) names += (names.empty() ? "'" : ", '") + s.name + "'";
+  return names;
+}
+
 // Counts a request as in flight for as long as its handler runs.
 class InFlight {
  public:
@@ -156,18 +162,19 @@ void InferenceService::infer(const httplib::Request& req, httplib::Response& res
     }
     ServedModel& model = *it->second;
     label = model.name();
+    // Which output an .npy answer holds is settled before anything runs.
+    const bool npy_answer = req.get_header_value("Accept").find(kNpy) != std::string::npos;
+    const std::string output = req.get_param_value("output");
+    const size_t n_outputs = model.outputs().size();
+    size_t index = n_outputs;
+    for (size_t i = 0; i < n_outputs; ++i)
+      if (model.outputs()[i].name == output || (output.empty() && n_outputs == 1)) index = i;
+    if (npy_answer && index == n_outputs)
+      throw BadRequest(
+          400, "an .npy answer holds one output: name it with ?output=<name> (model '" +
+                   model.name() + "' has outputs " + output_names(model) + "), or accept JSON");
     std::vector<HostTensor> outputs = answer(model, req);
-    const std::string accept = req.get_header_value("Accept");
-    if (accept.find(kNpy) != std::string::npos) {
-      std::string output = req.get_param_value("output");
-      size_t index = outputs.size();
-      for (size_t i = 0; i < outputs.size(); ++i)
-        if (model.outputs()[i].name == output || (output.empty() && outputs.size() == 1)) index = i;
-      if (index == outputs.size())
-        throw BadRequest(400,
-                         "an .npy answer holds one output: name it with ?output=<name> (model '" +
-                             model.name() + "' has " + std::to_string(outputs.size()) +
-                             " outputs), or accept JSON");
+    if (npy_answer) {
       res.set_content(encode_npy(outputs[index]), kNpy);
     } else {
       json out = json::object();

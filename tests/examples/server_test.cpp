@@ -166,7 +166,13 @@ void valid_request(httplib::Client& cli, const Reference& ref, int64_t j, Tally&
   const std::string model = j % 5 == 0 ? "copy" : "resffn";
   httplib::Headers headers;
   if (answer_npy) headers.emplace("Accept", "application/x-npy");
-  const std::string path = "/v1/models/" + model + "/infer";
+  // Now and then the input and the output are named in the query.
+  std::string path = "/v1/models/" + model + "/infer";
+  std::string query;
+  if (send_npy && j % 3 == 1) query += "input=image";
+  if (answer_npy && j % 8 >= 6)
+    query += (query.empty() ? "" : "&") + ("output=" + ref.model.outputs()[0].name);
+  if (!query.empty()) path += "?" + query;
   auto res =
       send_npy ? cli.Post(path.c_str(), headers, npy_of(rows, shape), "application/x-npy")
                : cli.Post(path.c_str(), headers, json_of("image", rows, shape), "application/json");
@@ -198,7 +204,7 @@ void valid_request(httplib::Client& cli, const Reference& ref, int64_t j, Tally&
   }
 }
 
-constexpr int kMalformedKinds = 12;
+constexpr int kMalformedKinds = 14;
 
 // Malformed request `k`: the status and a word its message must hold.
 void malformed_request(httplib::Client& cli, const Reference& ref, int64_t k, size_t max_body,
@@ -206,6 +212,7 @@ void malformed_request(httplib::Client& cli, const Reference& ref, int64_t k, si
   const int64_t f = ref.features();
   const std::vector<float> row(static_cast<size_t>(f), 0.5f);
   std::string body, type = "application/json", path = "/v1/models/resffn/infer", word;
+  httplib::Headers headers;
   int status = 400;
   switch (k % kMalformedKinds) {
     case 0:
@@ -264,13 +271,25 @@ void malformed_request(httplib::Client& cli, const Reference& ref, int64_t k, si
       type = "application/x-npy";
       word = "fortran_order";
       break;
-    default:
+    case 11:
       body = json_of("image", row, {f});
       body.replace(body.find("\"float32\""), 9, "32");
       word = "\"dtype\" is 32";
       break;
+    case 12:
+      body = npy_of(row, {f});
+      type = "application/x-npy";
+      path += "?input=picture";
+      word = "no input 'picture'";
+      break;
+    default:
+      body = json_of("image", row, {f});
+      headers.emplace("Accept", "application/x-npy");
+      path += "?output=nosuch";
+      word = "name it with ?output=<name>";
+      break;
   }
-  auto res = cli.Post(path.c_str(), body, type.c_str());
+  auto res = cli.Post(path.c_str(), headers, body, type.c_str());
   const std::string what = "malformed request " + std::to_string(k) + " (kind " +
                            std::to_string(k % kMalformedKinds) + ")";
   if (!res) return fail(what + ": no answer: " + httplib::to_string(res.error()));
