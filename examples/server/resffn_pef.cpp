@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
           result_of([&](samba_tensor** t) { return samba_add(nullptr, h2.get(), res.get(), t); });
       const samba::Tensor act =
           result_of([&](samba_tensor** t) { return samba_sigmoid(nullptr, sum.get(), t); });
-      return std::vector<samba::Tensor>{linear(act, w3, b3).set_name("logits")};
+      return std::vector<samba::Tensor>{linear(act, w3, b3)};  // the logits
     };
     samba::Session session;
     const samba::Tensor image = samba::Tensor::zeros({batch, features}).set_name("image");
