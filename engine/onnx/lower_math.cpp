@@ -47,7 +47,24 @@ void require_one_output(const NodeContext& c) {
 
 Out unary(const NodeContext& c, std::string_view op) { return {call1(op, {c.input(0)})}; }
 
-Out binary(const NodeContext& c, std::string_view op) { return {call1(op, {c.input(0), c.input(1)})}; }
+namespace {
+
+// A one-element constant operand (ONNX exports Python numbers so) becomes a
+// wrapped scalar, as the torch front end passes numbers: it takes the other
+// operand's dtype, and a compiled graph keeps it as an operand, not a 0-d
+// tensor promoted on its own.
+Tensor scalar_operand(const Tensor& t, const Tensor& other) {
+  if (t.dim() != 0 || other.dim() == 0 || !t.has_data() || t.is_symbolic() || t.requires_grad()) return t;
+  if (is_floating(t.dtype()) != is_floating(other.dtype())) return t;
+  return Tensor::scalar(t.item_double(), is_floating(t.dtype()) ? DType::Float64 : DType::Int64, true);
+}
+
+}  // namespace
+
+Out binary(const NodeContext& c, std::string_view op) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  return {call1(op, {scalar_operand(a, b), scalar_operand(b, a)})};
+}
 
 Out variadic(const NodeContext& c, std::string_view op) {
   Tensor acc = c.input(0);
@@ -173,6 +190,9 @@ Out reduce(const NodeContext& c, std::string_view op) {
     for (int64_t d = 0; d < x.dim(); ++d) axes->push_back(d);
   }
   for (int64_t& a : *axes) a = axis_in(c, a, x.dim(), "axes");
+  // A reduction of every dim to a scalar is the registry's dim-less form
+  // (a loss), whose gradient scales by a wrapped number.
+  if (!keepdims && static_cast<int64_t>(axes->size()) == x.dim()) return {call1(op, {x})};
   return {call1(op, {x}, {{"dim", *axes}, {"keepdim", keepdims}})};
 }
 

@@ -192,6 +192,45 @@ Out expand(const NodeContext& c) {
   return {call1("expand", {x}, {{"shape", out}})};
 }
 
+Out split(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const int64_t axis = axis_in(c, c.attr_int("axis", 0), x.dim(), "axis");
+  std::vector<int64_t> sizes;
+  if (c.optional_input(1)) {
+    sizes = c.constant_ints(1, "split");
+  } else {
+    const auto parts = static_cast<int64_t>(c.node().outputs.size());
+    if (parts == 0 || x.size(axis) % parts != 0)
+      c.invalid("dim {} of size {} does not split into {} equal parts", axis, x.size(axis), parts);
+    sizes.assign(static_cast<size_t>(parts), x.size(axis) / parts);
+  }
+  return call("split", std::initializer_list<Tensor>{x}, {{"sections", sizes}, {"dim", axis}});
+}
+
+Out pad(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const std::vector<int64_t> pads = c.constant_ints(1, "pads");
+  if (c.optional_input(3)) c.unsupported("the 'axes' input is not supported; supported: pads for every axis");
+  if (pads.size() != 2 * static_cast<size_t>(x.dim()))
+    c.invalid("'pads' has {} values; a tensor of rank {} needs {}", pads.size(), x.dim(), 2 * x.dim());
+  const std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    c.unsupported("mode '{}'; supported: constant, reflect, edge", mode);
+  double value = 0;
+  if (const Tensor* v = c.optional_input(2)) {
+    if (!v->has_data() || v->is_symbolic()) c.unsupported("constant_value must be known at import");
+    value = v->item_double();
+  }
+  // ONNX lists all begins then all ends, first dim first; the registry takes
+  // (before, after) pairs, last dim first.
+  std::vector<int64_t> pairs;
+  for (int64_t d = x.dim() - 1; d >= 0; --d) {
+    pairs.push_back(pads[static_cast<size_t>(d)]);
+    pairs.push_back(pads[static_cast<size_t>(d + x.dim())]);
+  }
+  return {call1("pad", {x}, {{"pad", pairs}, {"mode", mode == "edge" ? std::string("replicate") : mode}, {"value", value}})};
+}
+
 Out where(const NodeContext& c) { return {call1("where", {c.input(0), c.input(1), c.input(2)})}; }
 
 }  // namespace samba::onnx_import::lower

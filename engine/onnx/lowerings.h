@@ -46,6 +46,8 @@ Out squeeze(const NodeContext& c);
 Out unsqueeze(const NodeContext& c);
 Out expand(const NodeContext& c);
 Out where(const NodeContext& c);
+Out split(const NodeContext& c);
+Out pad(const NodeContext& c);
 
 // Normalizes an ONNX axis (negative counts from the end) against `rank`.
 int64_t axis_in(const NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
