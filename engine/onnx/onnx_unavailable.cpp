@@ -1,5 +1,6 @@
 // Built instead of onnx_load.cpp when CMake found no ONNX library: the
 // importer's entry points fail naming what is missing.
+#include "engine/core/error.h"
 #include "engine/onnx/onnx_model.h"
 
 namespace samba::onnx_import {
