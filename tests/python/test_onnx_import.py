@@ -170,3 +170,17 @@ def test_training_from_onnx_matches_torch(tmp_path):
     for t, (name, _) in zip(trained, model.initializers().items()):
         np.testing.assert_allclose(t.numpy(), dict(module.named_parameters())[name].detach().numpy(),
                                    rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mlp", "convnet", "block"])
+def test_outputs_match_onnxruntime_on_the_same_file(tmp_path, name):
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(7)
+    module, example = {"mlp": (Mlp(), torch.randn(4, 8)), "convnet": (ConvNet(), torch.randn(2, 3, 16, 16)),
+                       "block": (Block(), torch.randn(2, 6, 16))}[name]
+    path = tmp_path / f"{name}.onnx"
+    path.write_bytes(export(module, example))
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": example.numpy()})[0]
+    x = samba.from_numpy(example.numpy().copy(), name="x")
+    got = compiled_outputs(OnnxModel(str(path)), [x], tmp_path, f"ort_{name}")[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
