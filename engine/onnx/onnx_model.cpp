@@ -31,13 +31,6 @@ class EagerScope {
 
 Model::Model(Graph g) : graph_(std::move(g)) { check_supported(graph_); }
 
-std::vector<Tensor> Model::parameters() const {
-  std::vector<Tensor> out;
-  for (const Tensor& t : graph_.initializers)
-    if (t.requires_grad()) out.push_back(t);
-  return out;
-}
-
 void check_supported(const Graph& g) {
   for (const Node& n : g.nodes) {
     if (find_rule(n.op_type, g.opset)) continue;

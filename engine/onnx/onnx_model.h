@@ -63,8 +63,6 @@ class Model {
   explicit Model(Graph g);
 
   const Graph& graph() const { return graph_; }
-  // Initializers that require grad: what an optimizer trains.
-  std::vector<Tensor> parameters() const;
 
   // Evaluates the graph on `inputs` (one per graph input, in order) through
   // registry ops; returns the graph outputs in order.
