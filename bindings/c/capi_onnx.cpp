@@ -14,15 +14,15 @@ struct samba_onnx_model {
 
 namespace {
 
-const onnx_import::ValueInfo& value_info(const std::vector<onnx_import::ValueInfo>& infos, size_t index,
-                                         const char* what) {
-  SAMBA_CHECK(index < infos.size(), Status::OutOfRange, "{} index {} is out of range: the model has {}", what,
-              index, infos.size());
+const onnx_import::ValueInfo& value_info(const std::vector<onnx_import::ValueInfo>& infos,
+                                         size_t index, const char* what) {
+  SAMBA_CHECK(index < infos.size(), Status::OutOfRange,
+              "{} index {} is out of range: the model has {}", what, index, infos.size());
   return infos[index];
 }
 
-void write_info(const onnx_import::ValueInfo& v, const char** name, samba_dtype* dtype, const int64_t** shape,
-                size_t* ndim) {
+void write_info(const onnx_import::ValueInfo& v, const char** name, samba_dtype* dtype,
+                const int64_t** shape, size_t* ndim) {
   if (name) *name = v.name.c_str();
   if (dtype) *dtype = static_cast<samba_dtype>(v.dtype);
   if (shape) *shape = v.shape.data();
@@ -32,7 +32,10 @@ void write_info(const onnx_import::ValueInfo& v, const char** name, samba_dtype*
 std::string op_table_json() {
   nlohmann::json rows = nlohmann::json::array();
   for (const onnx_import::OpRule& r : onnx_import::op_table())
-    rows.push_back({{"op", r.op_type}, {"since", r.since}, {"until", r.until}, {"registry_ops", r.registry_ops}});
+    rows.push_back({{"op", r.op_type},
+                    {"since", r.since},
+                    {"until", r.until},
+                    {"registry_ops", r.registry_ops}});
   return rows.dump();
 }
 
@@ -74,7 +77,8 @@ samba_status samba_onnx_model_forward(void* model, samba_tensor* const* inputs, 
     const std::vector<Tensor> in = tensors_of(inputs, n_inputs, "inputs");
     std::vector<Tensor> result = m.forward(in);
     SAMBA_CHECK(result.size() <= capacity, Status::OutOfRange,
-                "the ONNX model has {} outputs; the caller has room for {}", result.size(), capacity);
+                "the ONNX model has {} outputs; the caller has room for {}", result.size(),
+                capacity);
     if (!result.empty()) require(outputs, "outputs");
     for (size_t i = 0; i < result.size(); ++i) outputs[i] = to_handle(std::move(result[i]));
     *n_outputs = result.size();
@@ -105,16 +109,18 @@ samba_status samba_onnx_model_output_count(const samba_onnx_model* model, size_t
   });
 }
 
-samba_status samba_onnx_model_input_info(const samba_onnx_model* model, size_t index, const char** name,
-                                         samba_dtype* dtype, const int64_t** shape, size_t* ndim) {
+samba_status samba_onnx_model_input_info(const samba_onnx_model* model, size_t index,
+                                         const char** name, samba_dtype* dtype,
+                                         const int64_t** shape, size_t* ndim) {
   return SAMBA_GUARDED({
     require(model, "model");
     write_info(value_info(model->impl->graph().inputs, index, "input"), name, dtype, shape, ndim);
   });
 }
 
-samba_status samba_onnx_model_output_info(const samba_onnx_model* model, size_t index, const char** name,
-                                          samba_dtype* dtype, const int64_t** shape, size_t* ndim) {
+samba_status samba_onnx_model_output_info(const samba_onnx_model* model, size_t index,
+                                          const char** name, samba_dtype* dtype,
+                                          const int64_t** shape, size_t* ndim) {
   return SAMBA_GUARDED({
     require(model, "model");
     write_info(value_info(model->impl->graph().outputs, index, "output"), name, dtype, shape, ndim);
@@ -129,13 +135,14 @@ samba_status samba_onnx_model_initializer_count(const samba_onnx_model* model, s
   });
 }
 
-samba_status samba_onnx_model_initializer(const samba_onnx_model* model, size_t index, samba_tensor** out) {
+samba_status samba_onnx_model_initializer(const samba_onnx_model* model, size_t index,
+                                          samba_tensor** out) {
   return SAMBA_GUARDED({
     out_param(out, "out");
     require(model, "model");
     const auto& inits = model->impl->graph().initializers;
-    SAMBA_CHECK(index < inits.size(), Status::OutOfRange, "initializer index {} is out of range: the model has {}",
-                index, inits.size());
+    SAMBA_CHECK(index < inits.size(), Status::OutOfRange,
+                "initializer index {} is out of range: the model has {}", index, inits.size());
     *out = to_handle(inits[index]);
   });
 }

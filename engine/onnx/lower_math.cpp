@@ -12,9 +12,11 @@ namespace {
 std::vector<int64_t> symmetric_pads(const NodeContext& c, size_t spatial) {
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID")
-    c.unsupported("auto_pad '{}' is not supported; supported: NOTSET (explicit pads) or VALID", auto_pad);
+    c.unsupported("auto_pad '{}' is not supported; supported: NOTSET (explicit pads) or VALID",
+                  auto_pad);
   std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
-  if (pads.size() != 2 * spatial) c.invalid("'pads' has {} values, expected {}", pads.size(), 2 * spatial);
+  if (pads.size() != 2 * spatial)
+    c.invalid("'pads' has {} values, expected {}", pads.size(), 2 * spatial);
   std::vector<int64_t> out(spatial);
   for (size_t i = 0; i < spatial; ++i) {
     if (pads[i] != pads[i + spatial])
@@ -34,8 +36,8 @@ std::vector<int64_t> ints_or(const NodeContext& c, std::string_view name, size_t
 // The kernel is 2-D in every pooling and convolution the registry has.
 void require_2d(const NodeContext& c, const Tensor& x) {
   if (x.dim() != 4)
-    c.unsupported("input of rank {} (shape {}); supported: 2-D spatial inputs (N, C, H, W)", x.dim(),
-                  dims_str(x.shape()));
+    c.unsupported("input of rank {} (shape {}); supported: 2-D spatial inputs (N, C, H, W)",
+                  x.dim(), dims_str(x.shape()));
 }
 
 void require_one_output(const NodeContext& c) {
@@ -54,9 +56,11 @@ namespace {
 // operand's dtype, and a compiled graph keeps it as an operand, not a 0-d
 // tensor promoted on its own.
 Tensor scalar_operand(const Tensor& t, const Tensor& other) {
-  if (t.dim() != 0 || other.dim() == 0 || !t.has_data() || t.is_symbolic() || t.requires_grad()) return t;
+  if (t.dim() != 0 || other.dim() == 0 || !t.has_data() || t.is_symbolic() || t.requires_grad())
+    return t;
   if (is_floating(t.dtype()) != is_floating(other.dtype())) return t;
-  return Tensor::scalar(t.item_double(), is_floating(t.dtype()) ? DType::Float64 : DType::Int64, true);
+  return Tensor::scalar(t.item_double(), is_floating(t.dtype()) ? DType::Float64 : DType::Int64,
+                        true);
 }
 
 }  // namespace
@@ -76,7 +80,8 @@ Out div(const NodeContext& c) {
   const Tensor &a = c.input(0), &b = c.input(1);
   // ONNX divides integers with truncation, as C does.
   Attrs attrs;
-  if (!is_floating(a.dtype()) && !is_floating(b.dtype())) attrs.set("rounding_mode", std::string("trunc"));
+  if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
+    attrs.set("rounding_mode", std::string("trunc"));
   return {call1("div", {a, b}, attrs)};
 }
 
@@ -87,8 +92,9 @@ Out gemm(const NodeContext& c) {
   const Tensor* bias = c.optional_input(2);
   const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
   const int64_t trans_a = c.attr_int("transA", 0), trans_b = c.attr_int("transB", 0);
-  if (a.dim() != 2 || b.dim() != 2) c.invalid("A and B must be matrices, got shapes {} and {}",
-                                              dims_str(a.shape()), dims_str(b.shape()));
+  if (a.dim() != 2 || b.dim() != 2)
+    c.invalid("A and B must be matrices, got shapes {} and {}", dims_str(a.shape()),
+              dims_str(b.shape()));
   if (trans_a) a = call1("permute", {a}, {{"dims", std::vector<int64_t>{1, 0}}});
   // The layout torch.nn.Linear exports: one fused linear (with its GEMM epilogue).
   if (trans_b && alpha == 1.0 && beta == 1.0 && (!bias || bias->dim() <= 1)) {
@@ -110,8 +116,10 @@ Out conv(const NodeContext& c) {
   const Tensor& x = c.input(0);
   require_2d(c, x);
   const Tensor& w = c.input(1);
-  if (auto ks = c.attr_ints("kernel_shape"); ks && (ks->size() != 2 || (*ks)[0] != w.size(2) || (*ks)[1] != w.size(3)))
-    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","), dims_str(w.shape()));
+  if (auto ks = c.attr_ints("kernel_shape");
+      ks && (ks->size() != 2 || (*ks)[0] != w.size(2) || (*ks)[1] != w.size(3)))
+    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
+              dims_str(w.shape()));
   Attrs attrs{{"stride", ints_or(c, "strides", 2, 1)},
               {"padding", symmetric_pads(c, 2)},
               {"dilation", ints_or(c, "dilations", 2, 1)},
@@ -124,7 +132,8 @@ Out max_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
   require_2d(c, x);
   require_one_output(c);
-  if (c.attr_int("storage_order", 0) != 0) c.unsupported("storage_order 1 is not supported; supported: 0");
+  if (c.attr_int("storage_order", 0) != 0)
+    c.unsupported("storage_order 1 is not supported; supported: 0");
   Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
               {"stride", ints_or(c, "strides", 2, 1)},
               {"padding", symmetric_pads(c, 2)},
@@ -159,7 +168,8 @@ Out batch_normalization(const NodeContext& c) {
   Attrs attrs{{"training", false},
               {"eps", c.attr_float("epsilon", 1e-5)},
               {"momentum", 1.0 - c.attr_float("momentum", 0.9)}};
-  return {call1("batch_norm", {c.input(0), c.input(1), c.input(2), c.input(3), c.input(4), batches}, attrs)};
+  return {call1("batch_norm", {c.input(0), c.input(1), c.input(2), c.input(3), c.input(4), batches},
+                attrs)};
 }
 
 Out layer_normalization(const NodeContext& c) {
@@ -207,12 +217,16 @@ Out clip(const NodeContext& c) {
   // Bounds known at import become attributes; computed ones become ops.
   Tensor x = c.input(0);
   if (lo) {
-    if (lo->has_data() && !lo->is_symbolic()) attrs.set("min", lo->item_double());
-    else x = call1("maximum", {x, *lo});
+    if (lo->has_data() && !lo->is_symbolic())
+      attrs.set("min", lo->item_double());
+    else
+      x = call1("maximum", {x, *lo});
   }
   if (hi) {
-    if (hi->has_data() && !hi->is_symbolic()) attrs.set("max", hi->item_double());
-    else x = call1("minimum", {x, *hi});
+    if (hi->has_data() && !hi->is_symbolic())
+      attrs.set("max", hi->item_double());
+    else
+      x = call1("minimum", {x, *hi});
   }
   if (attrs.items().empty()) return {x};
   return {call1("clamp", {x}, attrs)};
@@ -222,7 +236,8 @@ Out dropout(const NodeContext& c) {
   require_one_output(c);
   if (const Tensor* training = c.optional_input(2)) {
     if (!training->has_data() || training->is_symbolic() || training->item_int() != 0)
-      c.unsupported("training_mode must be a constant false; supported: inference dropout (identity)");
+      c.unsupported(
+          "training_mode must be a constant false; supported: inference dropout (identity)");
   }
   return {c.input(0)};
 }

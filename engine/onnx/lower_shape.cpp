@@ -34,15 +34,20 @@ Out constant(const NodeContext& c) {
   if (const Tensor* t = c.attr_tensor("value")) return {*t};
   if (c.node().attrs.has("value_float"))
     return {Tensor::scalar(c.attr_float("value_float", 0), DType::Float32)};
-  if (c.node().attrs.has("value_int")) return {Tensor::scalar(static_cast<double>(c.attr_int("value_int", 0)), DType::Int64)};
+  if (c.node().attrs.has("value_int"))
+    return {Tensor::scalar(static_cast<double>(c.attr_int("value_int", 0)), DType::Int64)};
   if (auto ints = c.attr_ints("value_ints")) return {int64_vector(*ints)};
-  if (const AttrValue* fs = c.node().attrs.find("value_floats"); fs && c.node().attrs.has("value_floats")) {
+  if (const AttrValue* fs = c.node().attrs.find("value_floats");
+      fs && c.node().attrs.has("value_floats")) {
     const auto& v = std::get<std::vector<double>>(*fs);
     Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Float32);
-    std::transform(v.begin(), v.end(), t.data<float>(), [](double d) { return static_cast<float>(d); });
+    std::transform(v.begin(), v.end(), t.data<float>(),
+                   [](double d) { return static_cast<float>(d); });
     return {t};
   }
-  c.unsupported("no value attribute; supported: value, value_float(s), value_int(s) (no sparse_value or string)");
+  c.unsupported(
+      "no value attribute; supported: value, value_float(s), value_int(s) (no sparse_value or "
+      "string)");
 }
 
 Out constant_of_shape(const NodeContext& c) {
@@ -50,7 +55,8 @@ Out constant_of_shape(const NodeContext& c) {
   double value = 0;
   DType dtype = DType::Float32;
   if (const Tensor* v = c.attr_tensor("value")) {
-    if (v->numel() != 1) c.invalid("'value' must hold one element, got shape {}", dims_str(v->shape()));
+    if (v->numel() != 1)
+      c.invalid("'value' must hold one element, got shape {}", dims_str(v->shape()));
     value = v->item_double();
     dtype = v->dtype();
   }
@@ -77,7 +83,8 @@ Out reshape(const NodeContext& c) {
   const bool allow_zero = c.attr_int("allowzero", 0) != 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0 && !allow_zero) {
-      if (static_cast<int64_t>(i) >= x.dim()) c.invalid("shape[{}] = 0 copies a dim the input of rank {} lacks", i, x.dim());
+      if (static_cast<int64_t>(i) >= x.dim())
+        c.invalid("shape[{}] = 0 copies a dim the input of rank {} lacks", i, x.dim());
       shape[i] = x.size(static_cast<int64_t>(i));
     }
   }
@@ -120,7 +127,8 @@ Out gather(const NodeContext& c) {
     indices = wrapped;
   }
   // The embedding layout (a table looked up by rows) has its own op and gradient.
-  if (axis == 0 && data.dim() == 2 && indices.dim() >= 1) return {call1("embedding", {data, indices})};
+  if (axis == 0 && data.dim() == 2 && indices.dim() >= 1)
+    return {call1("embedding", {data, indices})};
   Dims out_shape(data.shape().begin(), data.shape().begin() + axis);
   out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
   out_shape.insert(out_shape.end(), data.shape().begin() + axis + 1, data.shape().end());
@@ -134,7 +142,8 @@ Out slice(const NodeContext& c) {
   const std::vector<int64_t> starts = c.constant_ints(1, "starts");
   const std::vector<int64_t> ends = c.constant_ints(2, "ends");
   std::vector<int64_t> axes;
-  if (c.optional_input(3)) axes = c.constant_ints(3, "axes");
+  if (c.optional_input(3))
+    axes = c.constant_ints(3, "axes");
   else
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   std::vector<int64_t> steps(starts.size(), 1);
@@ -144,7 +153,8 @@ Out slice(const NodeContext& c) {
               starts.size(), ends.size(), axes.size(), steps.size());
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t axis = axis_in(c, axes[i], x.dim(), "axes");
-    if (steps[i] <= 0) c.unsupported("step {} on axis {}; supported: positive steps", steps[i], axis);
+    if (steps[i] <= 0)
+      c.unsupported("step {} on axis {}; supported: positive steps", steps[i], axis);
     const int64_t size = x.size(axis);
     const int64_t start = slice_bound(starts[i], size);
     const int64_t end = std::max(start, slice_bound(ends[i], size));
@@ -160,7 +170,8 @@ Out squeeze(const NodeContext& c) {
   std::vector<int64_t> axes = c.constant_ints(1, "axes");
   for (int64_t& a : axes) {
     a = axis_in(c, a, x.dim(), "axes");
-    if (x.size(a) != 1) c.invalid("axis {} has size {}; only dims of size 1 can be squeezed", a, x.size(a));
+    if (x.size(a) != 1)
+      c.invalid("axis {} has size {}; only dims of size 1 can be squeezed", a, x.size(a));
   }
   return {call1("squeeze", {x}, {{"dim", axes}})};
 }
@@ -186,7 +197,9 @@ Out expand(const NodeContext& c) {
   for (size_t i = 0; i < rank; ++i) {
     const int64_t a = i + x.shape().size() >= rank ? x.shape()[i + x.shape().size() - rank] : 1;
     const int64_t b = i + shape.size() >= rank ? shape[i + shape.size() - rank] : 1;
-    if (a != b && a != 1 && b != 1) c.invalid("shape {} does not broadcast with the input's {}", fmt::join(shape, ","), dims_str(x.shape()));
+    if (a != b && a != 1 && b != 1)
+      c.invalid("shape {} does not broadcast with the input's {}", fmt::join(shape, ","),
+                dims_str(x.shape()));
     out[i] = a == 1 ? b : a;
   }
   return {call1("expand", {x}, {{"shape", out}})};
@@ -210,9 +223,11 @@ Out split(const NodeContext& c) {
 Out pad(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const std::vector<int64_t> pads = c.constant_ints(1, "pads");
-  if (c.optional_input(3)) c.unsupported("the 'axes' input is not supported; supported: pads for every axis");
+  if (c.optional_input(3))
+    c.unsupported("the 'axes' input is not supported; supported: pads for every axis");
   if (pads.size() != 2 * static_cast<size_t>(x.dim()))
-    c.invalid("'pads' has {} values; a tensor of rank {} needs {}", pads.size(), x.dim(), 2 * x.dim());
+    c.invalid("'pads' has {} values; a tensor of rank {} needs {}", pads.size(), x.dim(),
+              2 * x.dim());
   const std::string mode = c.attr_string("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     c.unsupported("mode '{}'; supported: constant, reflect, edge", mode);
@@ -228,7 +243,10 @@ Out pad(const NodeContext& c) {
     pairs.push_back(pads[static_cast<size_t>(d)]);
     pairs.push_back(pads[static_cast<size_t>(d + x.dim())]);
   }
-  return {call1("pad", {x}, {{"pad", pairs}, {"mode", mode == "edge" ? std::string("replicate") : mode}, {"value", value}})};
+  return {call1("pad", {x},
+                {{"pad", pairs},
+                 {"mode", mode == "edge" ? std::string("replicate") : mode},
+                 {"value", value}})};
 }
 
 Out where(const NodeContext& c) { return {call1("where", {c.input(0), c.input(1), c.input(2)})}; }

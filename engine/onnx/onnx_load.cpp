@@ -4,12 +4,12 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstring>
 #include <filesystem>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <unordered_set>
 
 #include "engine/io/file_io.h"
@@ -25,13 +25,13 @@ namespace fs = std::filesystem;
 constexpr int64_t kMaxDim = int64_t{1} << 32;
 
 Dims checked_dims(const google::protobuf::RepeatedField<int64_t>& dims, std::string_view what) {
-  SAMBA_CHECK(dims.size() <= kMaxRank, Status::Unsupported, "{} has rank {}; at most {} dims are supported",
-              what, dims.size(), kMaxRank);
+  SAMBA_CHECK(dims.size() <= kMaxRank, Status::Unsupported,
+              "{} has rank {}; at most {} dims are supported", what, dims.size(), kMaxRank);
   Dims out(dims.begin(), dims.end());
   int64_t n = 1;
   for (int64_t d : out) {
-    SAMBA_CHECK(d >= 0 && d <= kMaxDim, Status::OutOfRange, "{} has a dim of {}; dims must be in [0, 2^32]",
-                what, d);
+    SAMBA_CHECK(d >= 0 && d <= kMaxDim, Status::OutOfRange,
+                "{} has a dim of {}; dims must be in [0, 2^32]", what, d);
     SAMBA_CHECK(d == 0 || n <= (int64_t{1} << 40) / d, Status::OutOfRange,
                 "{} of shape {} has more than 2^40 elements", what, dims_str(out));
     n *= d;
@@ -40,30 +40,40 @@ Dims checked_dims(const google::protobuf::RepeatedField<int64_t>& dims, std::str
 }
 
 // Reads `length` bytes at `offset` of an external data file beside the model.
-std::string read_external(const onnx::TensorProto& t, const std::string& base_dir, size_t expected) {
+std::string read_external(const onnx::TensorProto& t, const std::string& base_dir,
+                          size_t expected) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& e : t.external_data()) {
     try {
-      if (e.key() == "location") location = e.value();
-      else if (e.key() == "offset") offset = std::stoll(e.value());
-      else if (e.key() == "length") length = std::stoll(e.value());
+      if (e.key() == "location")
+        location = e.value();
+      else if (e.key() == "offset")
+        offset = std::stoll(e.value());
+      else if (e.key() == "length")
+        length = std::stoll(e.value());
     } catch (const std::exception&) {
-      fail(Status::CorruptFile, "initializer '{}': external data {} '{}' is not a number", t.name(), e.key(), e.value());
+      fail(Status::CorruptFile, "initializer '{}': external data {} '{}' is not a number", t.name(),
+           e.key(), e.value());
     }
   }
-  SAMBA_CHECK(!base_dir.empty(), Status::Unsupported,
-              "initializer '{}' keeps its data in an external file '{}'; load the model from its path "
-              "so the file can be found beside it", t.name(), location);
+  SAMBA_CHECK(
+      !base_dir.empty(), Status::Unsupported,
+      "initializer '{}' keeps its data in an external file '{}'; load the model from its path "
+      "so the file can be found beside it",
+      t.name(), location);
   const fs::path rel(location);
   bool escapes = location.empty() || rel.is_absolute();
   for (const auto& part : rel) escapes = escapes || part == "..";
-  SAMBA_CHECK(!escapes, Status::CorruptFile,
-              "initializer '{}': external data location '{}' must be a relative path inside the model's "
-              "directory", t.name(), location);
-  SAMBA_CHECK(offset >= 0 && (length < 0 || static_cast<size_t>(length) == expected), Status::CorruptFile,
-              "initializer '{}': external data offset {} length {}; expected a length of {} bytes", t.name(),
-              offset, length, expected);
+  SAMBA_CHECK(
+      !escapes, Status::CorruptFile,
+      "initializer '{}': external data location '{}' must be a relative path inside the model's "
+      "directory",
+      t.name(), location);
+  SAMBA_CHECK(offset >= 0 && (length < 0 || static_cast<size_t>(length) == expected),
+              Status::CorruptFile,
+              "initializer '{}': external data offset {} length {}; expected a length of {} bytes",
+              t.name(), offset, length, expected);
   const fs::path file = fs::path(base_dir) / rel;
   const int fd = open_regular_file_for_read(file.string(), "ONNX external data");
   struct stat st {};
@@ -71,19 +81,22 @@ std::string read_external(const onnx::TensorProto& t, const std::string& base_di
   const int64_t size = sized ? static_cast<int64_t>(st.st_size) : -1;
   if (size < 0 || offset > size || static_cast<int64_t>(expected) > size - offset) {
     ::close(fd);
-    fail(Status::CorruptFile, "initializer '{}': external data file '{}' has {} bytes; {} are needed at offset {}",
+    fail(Status::CorruptFile,
+         "initializer '{}': external data file '{}' has {} bytes; {} are needed at offset {}",
          t.name(), file.string(), size, expected, offset);
   }
   std::string bytes(expected, '\0');
   size_t done = 0;
   while (done < expected) {
-    const ssize_t got = ::pread(fd, bytes.data() + done, expected - done, static_cast<off_t>(offset + done));
+    const ssize_t got =
+        ::pread(fd, bytes.data() + done, expected - done, static_cast<off_t>(offset + done));
     if (got <= 0) break;
     done += static_cast<size_t>(got);
   }
   ::close(fd);
-  SAMBA_CHECK(done == expected, Status::IoError, "initializer '{}': reading '{}' failed after {} of {} bytes",
-              t.name(), file.string(), done, expected);
+  SAMBA_CHECK(done == expected, Status::IoError,
+              "initializer '{}': reading '{}' failed after {} of {} bytes", t.name(), file.string(),
+              done, expected);
   return bytes;
 }
 
@@ -104,10 +117,13 @@ void internalize_external_data(onnx::ModelProto& m, const std::string& base_dir)
 
 template <typename Src, typename Field>
 void copy_typed(const Field& field, const Tensor& out, std::string_view name) {
-  SAMBA_CHECK(field.size() == out.numel(), Status::CorruptFile, "initializer '{}' has {} values, its shape {} needs {}",
-              name, field.size(), dims_str(out.shape()), out.numel());
-  Tensor src = Tensor::empty(out.shape(), sizeof(Src) == 8 ? (std::is_floating_point_v<Src> ? DType::Float64 : DType::Int64)
-                                                           : (std::is_floating_point_v<Src> ? DType::Float32 : DType::Int32));
+  SAMBA_CHECK(field.size() == out.numel(), Status::CorruptFile,
+              "initializer '{}' has {} values, its shape {} needs {}", name, field.size(),
+              dims_str(out.shape()), out.numel());
+  Tensor src = Tensor::empty(out.shape(),
+                             sizeof(Src) == 8
+                                 ? (std::is_floating_point_v<Src> ? DType::Float64 : DType::Int64)
+                                 : (std::is_floating_point_v<Src> ? DType::Float32 : DType::Int32));
   std::copy(field.begin(), field.end(), src.data<Src>());
   out.copy_from(src);
 }
@@ -117,8 +133,8 @@ Tensor tensor_of(const onnx::TensorProto& t, std::string_view what) {
   Tensor out = Tensor::empty(checked_dims(t.dims(), what), dt);
   if (t.has_raw_data()) {
     SAMBA_CHECK(t.raw_data().size() == out.nbytes(), Status::CorruptFile,
-                "{} has {} bytes of data, its shape {} and dtype {} need {}", what, t.raw_data().size(),
-                dims_str(out.shape()), dtype_name(dt), out.nbytes());
+                "{} has {} bytes of data, its shape {} and dtype {} need {}", what,
+                t.raw_data().size(), dims_str(out.shape()), dtype_name(dt), out.nbytes());
     if (out.nbytes()) std::memcpy(out.raw_data(), t.raw_data().data(), out.nbytes());
   } else if (dt == DType::Float32) {
     copy_typed<float>(t.float_data(), out, what);
@@ -128,10 +144,11 @@ Tensor tensor_of(const onnx::TensorProto& t, std::string_view what) {
     copy_typed<int64_t>(t.int64_data(), out, what);
   } else if (dt == DType::Float16 || dt == DType::BFloat16) {
     // Half floats travel as their bit patterns in int32_data.
-    SAMBA_CHECK(t.int32_data_size() == out.numel(), Status::CorruptFile, "{} has {} values, its shape needs {}", what,
-                t.int32_data_size(), out.numel());
+    SAMBA_CHECK(t.int32_data_size() == out.numel(), Status::CorruptFile,
+                "{} has {} values, its shape needs {}", what, t.int32_data_size(), out.numel());
     auto* p = static_cast<uint16_t*>(out.raw_data());
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
+    for (int64_t i = 0; i < out.numel(); ++i)
+      p[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
   } else {
     copy_typed<int32_t>(t.int32_data(), out, what);
   }
@@ -140,12 +157,14 @@ Tensor tensor_of(const onnx::TensorProto& t, std::string_view what) {
 
 ValueInfo value_info_of(const onnx::ValueInfoProto& v) {
   const std::string what = fmt::format("graph input or output '{}'", v.name());
-  SAMBA_CHECK(v.type().has_tensor_type(), Status::Unsupported, "{} is not a tensor; supported: tensors", what);
+  SAMBA_CHECK(v.type().has_tensor_type(), Status::Unsupported,
+              "{} is not a tensor; supported: tensors", what);
   const auto& tt = v.type().tensor_type();
   ValueInfo info{v.name(), dtype_of_onnx(tt.elem_type(), what), {}};
-  SAMBA_CHECK(tt.has_shape(), Status::Unsupported, "{} has no shape; supported: tensors of known rank", what);
-  SAMBA_CHECK(tt.shape().dim_size() <= kMaxRank, Status::Unsupported, "{} has rank {}; at most {} dims", what,
-              tt.shape().dim_size(), kMaxRank);
+  SAMBA_CHECK(tt.has_shape(), Status::Unsupported,
+              "{} has no shape; supported: tensors of known rank", what);
+  SAMBA_CHECK(tt.shape().dim_size() <= kMaxRank, Status::Unsupported,
+              "{} has rank {}; at most {} dims", what, tt.shape().dim_size(), kMaxRank);
   for (const auto& d : tt.shape().dim()) {
     if (!d.has_dim_value()) {
       info.shape.push_back(-1);
@@ -159,16 +178,26 @@ ValueInfo value_info_of(const onnx::ValueInfoProto& v) {
 }
 
 Node node_of(const onnx::NodeProto& n, size_t index) {
-  Node node{n.name().empty() ? fmt::format("{}#{}", n.op_type(), index) : n.name(), n.op_type(),
-            {n.input().begin(), n.input().end()}, {n.output().begin(), n.output().end()}, {}, {}};
+  Node node{n.name().empty() ? fmt::format("{}#{}", n.op_type(), index) : n.name(),
+            n.op_type(),
+            {n.input().begin(), n.input().end()},
+            {n.output().begin(), n.output().end()},
+            {},
+            {}};
   SAMBA_CHECK(n.domain().empty() || n.domain() == "ai.onnx", Status::Unsupported,
-              "node '{}' ({}): domain '{}' is not supported; supported: the default ONNX domain", node.name,
-              n.op_type(), n.domain());
+              "node '{}' ({}): domain '{}' is not supported; supported: the default ONNX domain",
+              node.name, n.op_type(), n.domain());
   for (const onnx::AttributeProto& a : n.attribute()) {
     switch (a.type()) {
-      case onnx::AttributeProto::FLOAT: node.attrs.set(a.name(), static_cast<double>(a.f())); break;
-      case onnx::AttributeProto::INT: node.attrs.set(a.name(), a.i()); break;
-      case onnx::AttributeProto::STRING: node.attrs.set(a.name(), a.s()); break;
+      case onnx::AttributeProto::FLOAT:
+        node.attrs.set(a.name(), static_cast<double>(a.f()));
+        break;
+      case onnx::AttributeProto::INT:
+        node.attrs.set(a.name(), a.i());
+        break;
+      case onnx::AttributeProto::STRING:
+        node.attrs.set(a.name(), a.s());
+        break;
       case onnx::AttributeProto::INTS:
         node.attrs.set(a.name(), std::vector<int64_t>(a.ints().begin(), a.ints().end()));
         break;
@@ -177,11 +206,13 @@ Node node_of(const onnx::NodeProto& n, size_t index) {
         break;
       case onnx::AttributeProto::TENSOR:
         node.tensor_attrs.emplace_back(
-            a.name(), tensor_of(a.t(), fmt::format("node '{}' attribute '{}'", node.name, a.name())));
+            a.name(),
+            tensor_of(a.t(), fmt::format("node '{}' attribute '{}'", node.name, a.name())));
         break;
       default:
         fail(Status::Unsupported,
-             "node '{}' ({}): attribute '{}' has type {}; supported: float, int, string, tensor, floats, ints",
+             "node '{}' ({}): attribute '{}' has type {}; supported: float, int, string, tensor, "
+             "floats, ints",
              node.name, n.op_type(), a.name(), onnx::AttributeProto::AttributeType_Name(a.type()));
     }
   }
@@ -191,12 +222,16 @@ Node node_of(const onnx::NodeProto& n, size_t index) {
 int64_t default_domain_opset(const onnx::ModelProto& m) {
   int64_t opset = -1;
   for (const auto& o : m.opset_import()) {
-    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-    else fail(Status::Unsupported, "the model imports operator set domain '{}'; supported: the default ONNX domain",
-              o.domain());
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+    else
+      fail(Status::Unsupported,
+           "the model imports operator set domain '{}'; supported: the default ONNX domain",
+           o.domain());
   }
   SAMBA_CHECK(opset >= kMinOpset && opset <= max_opset(), Status::Unsupported,
-              "the model uses ONNX opset {}; supported: opsets {} to {}", opset, kMinOpset, max_opset());
+              "the model uses ONNX opset {}; supported: opsets {} to {}", opset, kMinOpset,
+              max_opset());
   return opset;
 }
 
@@ -214,7 +249,8 @@ Graph convert(const onnx::ModelProto& m) {
   for (const auto& v : gp.input())
     if (!init_names.count(v.name())) g.inputs.push_back(value_info_of(v));
   for (const auto& v : gp.output()) g.outputs.push_back(value_info_of(v));
-  for (int i = 0; i < gp.node_size(); ++i) g.nodes.push_back(node_of(gp.node(i), static_cast<size_t>(i)));
+  for (int i = 0; i < gp.node_size(); ++i)
+    g.nodes.push_back(node_of(gp.node(i), static_cast<size_t>(i)));
   // Running statistics are state, not trained; every other float initializer is.
   std::unordered_set<std::string> statistics;
   for (const Node& n : g.nodes)
@@ -236,14 +272,18 @@ int64_t max_opset() {
   return it == map.end() ? kMinOpset : it->second.second;
 }
 
-std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes, const std::string& base_dir) {
+std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
+                                               const std::string& base_dir) {
   SAMBA_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), Status::Unsupported,
-              "the ONNX model is {} bytes; protobuf reads at most 2 GiB (keep large weights as external data)",
+              "the ONNX model is {} bytes; protobuf reads at most 2 GiB (keep large weights as "
+              "external data)",
               bytes.size());
   onnx::ModelProto m;
   SAMBA_CHECK(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), Status::CorruptFile,
-              "the {} bytes given are not a valid ONNX ModelProto (the protobuf does not parse; a truncated or "
-              "non-ONNX file?)", bytes.size());
+              "the {} bytes given are not a valid ONNX ModelProto (the protobuf does not parse; a "
+              "truncated or "
+              "non-ONNX file?)",
+              bytes.size());
   SAMBA_CHECK(m.has_graph(), Status::CorruptFile, "the ONNX model has no graph");
   default_domain_opset(m);
   internalize_external_data(m, base_dir);

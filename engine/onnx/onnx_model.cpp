@@ -34,8 +34,9 @@ Model::Model(Graph g) : graph_(std::move(g)) { check_supported(graph_); }
 void check_supported(const Graph& g) {
   for (const Node& n : g.nodes) {
     if (find_rule(n.op_type, g.opset)) continue;
-    fail(Status::Unsupported, "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}",
-         n.name, n.op_type, g.opset, supported_ops(g.opset));
+    fail(Status::Unsupported,
+         "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}", n.name,
+         n.op_type, g.opset, supported_ops(g.opset));
   }
 }
 
@@ -52,8 +53,9 @@ std::vector<Tensor> Model::forward(std::span<const Tensor> inputs) const {
     for (size_t d = 0; fits && d < info.shape.size(); ++d)
       fits = info.shape[d] < 0 || info.shape[d] == t.shape()[d];
     SAMBA_CHECK(fits && t.dtype() == info.dtype, Status::ShapeMismatch,
-                "ONNX model input '{}' is {} of shape {} (-1: any size), got {} of shape {}", info.name,
-                dtype_name(info.dtype), dims_str(info.shape), dtype_name(t.dtype()), dims_str(t.shape()));
+                "ONNX model input '{}' is {} of shape {} (-1: any size), got {} of shape {}",
+                info.name, dtype_name(info.dtype), dims_str(info.shape), dtype_name(t.dtype()),
+                dims_str(t.shape()));
     values[info.name] = t;
   }
   for (const Node& node : graph_.nodes) {
@@ -66,9 +68,10 @@ std::vector<Tensor> Model::forward(std::span<const Tensor> inputs) const {
         continue;
       }
       auto it = values.find(name);
-      SAMBA_CHECK(it != values.end(), Status::CorruptFile,
-                  "node '{}' ({}): input '{}' is not produced by any earlier node, input or initializer",
-                  node.name, node.op_type, name);
+      SAMBA_CHECK(
+          it != values.end(), Status::CorruptFile,
+          "node '{}' ({}): input '{}' is not produced by any earlier node, input or initializer",
+          node.name, node.op_type, name);
       all_constant = all_constant && is_constant(it->second);
       in.push_back(it->second);
     }
@@ -80,15 +83,17 @@ std::vector<Tensor> Model::forward(std::span<const Tensor> inputs) const {
     } else {
       out = rule->lower(ctx);
     }
-    SAMBA_CHECK(out.size() >= ctx.output_count(), Status::Internal, "{}: lowered to {} outputs, {} expected",
-                ctx.where(), out.size(), ctx.output_count());
+    SAMBA_CHECK(out.size() >= ctx.output_count(), Status::Internal,
+                "{}: lowered to {} outputs, {} expected", ctx.where(), out.size(),
+                ctx.output_count());
     for (size_t i = 0; i < node.outputs.size() && i < out.size(); ++i)
       if (!node.outputs[i].empty()) values[node.outputs[i]] = out[i];
   }
   std::vector<Tensor> result;
   for (const ValueInfo& o : graph_.outputs) {
     auto it = values.find(o.name);
-    SAMBA_CHECK(it != values.end(), Status::CorruptFile, "ONNX graph output '{}' is never produced", o.name);
+    SAMBA_CHECK(it != values.end(), Status::CorruptFile, "ONNX graph output '{}' is never produced",
+                o.name);
     result.push_back(it->second);
   }
   return result;

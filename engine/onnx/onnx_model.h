@@ -40,9 +40,9 @@ struct Node {
 
 struct Graph {
   int64_t opset = 0;
-  std::vector<ValueInfo> inputs;   // graph inputs that are not initializers
+  std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
   std::vector<ValueInfo> outputs;
-  std::vector<Node> nodes;         // in topological order (the checker's rule)
+  std::vector<Node> nodes;  // in topological order (the checker's rule)
   // Named after their initializer. Floating ones are parameters (requires
   // grad) unless an op uses them as statistics; the others are constants.
   std::vector<Tensor> initializers;
@@ -56,7 +56,7 @@ class Model {
   // importer lacks, or no ONNX library in this build), IoError (external
   // data unreadable), OutOfRange (a dim too large).
   static std::shared_ptr<const Model> from_bytes(std::span<const uint8_t> bytes,
-                                                  const std::string& base_dir);
+                                                 const std::string& base_dir);
   // Reads `path`; external data files are read from its directory.
   static std::shared_ptr<const Model> from_file(const std::string& path);
 

@@ -3,8 +3,9 @@
 // per range.
 #include "engine/onnx/op_table.h"
 
-#include <algorithm>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "engine/onnx/lowerings.h"
 
@@ -49,11 +50,14 @@ const OpRule kTable[] = {
     SAMBA_ONNX_BINARY("Less", "lt"),
     SAMBA_ONNX_BINARY("LessOrEqual", "le"),
     SAMBA_ONNX_UNARY("Log", "log"),
-    {"LogSoftmax", 13, kLast, "log_softmax", [](const NodeContext& c) { return lower::softmax(c, "log_softmax"); }},
+    {"LogSoftmax", 13, kLast, "log_softmax",
+     [](const NodeContext& c) { return lower::softmax(c, "log_softmax"); }},
     {"MatMul", 13, kLast, "matmul", lower::matmul},
-    {"Max", 13, kLast, "maximum", [](const NodeContext& c) { return lower::variadic(c, "maximum"); }},
+    {"Max", 13, kLast, "maximum",
+     [](const NodeContext& c) { return lower::variadic(c, "maximum"); }},
     {"MaxPool", 13, kLast, "max_pool2d", lower::max_pool},
-    {"Min", 13, kLast, "minimum", [](const NodeContext& c) { return lower::variadic(c, "minimum"); }},
+    {"Min", 13, kLast, "minimum",
+     [](const NodeContext& c) { return lower::variadic(c, "minimum"); }},
     SAMBA_ONNX_BINARY("Mul", "mul"),
     SAMBA_ONNX_UNARY("Neg", "neg"),
     SAMBA_ONNX_UNARY("Not", "logical_not"),
@@ -61,7 +65,8 @@ const OpRule kTable[] = {
     {"Pad", 13, kLast, "pad", lower::pad},
     SAMBA_ONNX_BINARY("Pow", "pow"),
     SAMBA_ONNX_UNARY("Reciprocal", "reciprocal"),
-    {"ReduceMean", 13, kLast, "mean", [](const NodeContext& c) { return lower::reduce(c, "mean"); }},
+    {"ReduceMean", 13, kLast, "mean",
+     [](const NodeContext& c) { return lower::reduce(c, "mean"); }},
     {"ReduceSum", 13, kLast, "sum", [](const NodeContext& c) { return lower::reduce(c, "sum"); }},
     SAMBA_ONNX_UNARY("Relu", "relu"),
     {"Reshape", 13, kLast, "reshape", lower::reshape},
@@ -69,7 +74,8 @@ const OpRule kTable[] = {
     SAMBA_ONNX_UNARY("Sigmoid", "sigmoid"),
     SAMBA_ONNX_UNARY("Sin", "sin"),
     {"Slice", 13, kLast, "slice", lower::slice},
-    {"Softmax", 13, kLast, "softmax", [](const NodeContext& c) { return lower::softmax(c, "softmax"); }},
+    {"Softmax", 13, kLast, "softmax",
+     [](const NodeContext& c) { return lower::softmax(c, "softmax"); }},
     {"Split", 13, kLast, "split", lower::split},
     SAMBA_ONNX_UNARY("Sqrt", "sqrt"),
     {"Squeeze", 13, kLast, "squeeze", lower::squeeze},
@@ -105,16 +111,26 @@ std::string supported_ops(int64_t opset) {
 
 DType dtype_of_onnx(int32_t onnx_type, std::string_view what) {
   switch (onnx_type) {
-    case 1: return DType::Float32;
-    case 2: return DType::UInt8;
-    case 3: return DType::Int8;
-    case 5: return DType::Int16;
-    case 6: return DType::Int32;
-    case 7: return DType::Int64;
-    case 9: return DType::Bool;
-    case 10: return DType::Float16;
-    case 11: return DType::Float64;
-    case 16: return DType::BFloat16;
+    case 1:
+      return DType::Float32;
+    case 2:
+      return DType::UInt8;
+    case 3:
+      return DType::Int8;
+    case 5:
+      return DType::Int16;
+    case 6:
+      return DType::Int32;
+    case 7:
+      return DType::Int64;
+    case 9:
+      return DType::Bool;
+    case 10:
+      return DType::Float16;
+    case 11:
+      return DType::Float64;
+    case 16:
+      return DType::BFloat16;
     default:
       fail(Status::Unsupported,
            "{}: ONNX data type {} has no Samba dtype; supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, "

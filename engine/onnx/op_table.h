@@ -63,8 +63,8 @@ using LowerFn = std::vector<Tensor> (*)(const NodeContext&);
 
 struct OpRule {
   std::string_view op_type;
-  int64_t since;  // first opset this row covers
-  int64_t until;  // last opset this row covers
+  int64_t since;                  // first opset this row covers
+  int64_t until;                  // last opset this row covers
   std::string_view registry_ops;  // what the lowering emits, for docs and messages
   LowerFn lower;
 };

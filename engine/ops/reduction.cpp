@@ -39,10 +39,11 @@ Tensor spread_back(const GradContext& c, double scale) {
   // A 0-d gradient (a scalar loss) meets a 0-d number: a compiled program
   // keeps the number as a 0-d constant of its own dtype, which would then
   // promote the product, so the number takes the gradient's float dtype.
-  if (scale != 1.0)
-    g = call1("mul", {g, g.dim() == 0 && (g.dtype() == DType::Float32 || g.dtype() == DType::Float64)
-                             ? Tensor::scalar(scale, g.dtype(), true)
-                             : wrap_scalar(scale)});
+  if (scale != 1.0) {
+    const bool float_loss =
+        g.dim() == 0 && (g.dtype() == DType::Float32 || g.dtype() == DType::Float64);
+    g = call1("mul", {g, float_loss ? Tensor::scalar(scale, g.dtype(), true) : wrap_scalar(scale)});
+  }
   g = call1("reshape", {g}, {{"shape", rd.kept_shape}});
   return call1("expand", {g}, {{"shape", x.shape()}});
 }

@@ -16,22 +16,26 @@ using namespace samba;
 // The model's inputs as zero tensors; false when one cannot be made.
 bool zero_inputs(const samba_onnx_model* m, std::vector<samba_tensor*>& out) {
   size_t n = 0;
-  if (fuzz::judged(samba_onnx_model_input_count(m, &n), "onnx_model_input_count") != SAMBA_OK) return false;
+  if (fuzz::judged(samba_onnx_model_input_count(m, &n), "onnx_model_input_count") != SAMBA_OK)
+    return false;
   for (size_t i = 0; i < n; ++i) {
     samba_dtype dtype = 0;
     const int64_t* shape = nullptr;
     size_t ndim = 0;
-    if (fuzz::judged(samba_onnx_model_input_info(m, i, nullptr, &dtype, &shape, &ndim), "onnx_model_input_info"))
+    if (fuzz::judged(samba_onnx_model_input_info(m, i, nullptr, &dtype, &shape, &ndim),
+                     "onnx_model_input_info"))
       return false;
     std::vector<int64_t> dims(shape, shape + ndim);
     int64_t numel = 1;
     for (int64_t& d : dims) {
       if (d < 0) d = 1;
       numel *= d > 0 ? d : 1;
-      if (numel > (int64_t{1} << 20)) return false;  // a big input is valid; it is only slow to fuzz
+      if (numel > (int64_t{1} << 20))
+        return false;  // a big input is valid; it is only slow to fuzz
     }
     samba_tensor* t = nullptr;
-    if (fuzz::judged(samba_tensor_create(dtype, dims.data(), dims.size(), &t), "tensor_create")) return false;
+    if (fuzz::judged(samba_tensor_create(dtype, dims.data(), dims.size(), &t), "tensor_create"))
+      return false;
     out.push_back(t);
   }
   return true;
@@ -53,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (zero_inputs(m, inputs)) {
     std::vector<samba_tensor*> outputs(256, nullptr);
     size_t n = 0;
-    fuzz::judged(samba_onnx_model_forward(m, inputs.data(), inputs.size(), outputs.data(), outputs.size(), &n),
+    fuzz::judged(samba_onnx_model_forward(m, inputs.data(), inputs.size(), outputs.data(),
+                                          outputs.size(), &n),
                  "onnx_model_forward");
     for (size_t i = 0; i < n; ++i) samba_tensor_release(outputs[i]);
   }

@@ -21,7 +21,7 @@ if max_opset() == 0:
 def export(module, example, opset=17, names=("x",), training=False):
     f = io.BytesIO()
     module.train(training)
-    torch.onnx.export(module, example, f, opset_version=opset, input_names=list(names), do_constant_folding=True,
+    torch.onnx.export(module, example, f, opset_version=opset, input_names=list(names), do_constant_folding=not training,
                       training=torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL)
     return f.getvalue()
 

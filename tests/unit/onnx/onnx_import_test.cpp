@@ -1,10 +1,9 @@
 // The ONNX importer through the C ABI: models built with the ONNX protobuf
 // API are imported, run eagerly, compiled to a PEF and run; bad models are
 // refused with a status and a message naming what is wrong.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <samba.h>
-
-#include <fmt/format.h>
 
 #include <cmath>
 #include <filesystem>
@@ -42,7 +41,8 @@ std::pair<samba_status, std::string> refuse(const onnx::ModelProto& m) {
   return {st, last_error()};
 }
 
-samba_tensor* floats(const std::vector<int64_t>& shape, const std::vector<float>& v, const char* name) {
+samba_tensor* floats(const std::vector<int64_t>& shape, const std::vector<float>& v,
+                     const char* name) {
   samba_tensor* t = nullptr;
   EXPECT_EQ(samba_tensor_create(SAMBA_FLOAT32, shape.data(), shape.size(), &t), SAMBA_OK);
   EXPECT_EQ(samba_tensor_copy_from(t, v.data(), v.size() * sizeof(float)), SAMBA_OK);
@@ -60,7 +60,8 @@ std::vector<float> values(const samba_tensor* t) {
 
 // x (2, 3) -> Gemm(W1, b1) -> Relu -> Gemm(W2, b2) -> Softmax: the layout
 // torch.nn.Linear layers export.
-const std::vector<float> kW1 = {0.5f, -1.f, 0.25f, 1.f, 0.f, -0.5f, -0.75f, 0.5f, 1.f, 0.2f, 0.3f, -0.1f};
+const std::vector<float> kW1 = {0.5f,   -1.f, 0.25f, 1.f,  0.f,  -0.5f,
+                                -0.75f, 0.5f, 1.f,   0.2f, 0.3f, -0.1f};
 const std::vector<float> kB1 = {0.1f, -0.2f, 0.f, 0.3f};
 const std::vector<float> kW2 = {1.f, -1.f, 0.5f, 0.f, -0.5f, 0.25f, 1.f, 2.f};
 const std::vector<float> kB2 = {0.f, 0.5f};
@@ -110,7 +111,8 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
 std::vector<float> forward1(samba_onnx_model* m, std::vector<samba_tensor*> in) {
   samba_tensor* out[4] = {};
   size_t n = 0;
-  EXPECT_EQ(samba_onnx_model_forward(m, in.data(), in.size(), out, 4, &n), SAMBA_OK) << last_error();
+  EXPECT_EQ(samba_onnx_model_forward(m, in.data(), in.size(), out, 4, &n), SAMBA_OK)
+      << last_error();
   EXPECT_EQ(n, 1u);
   std::vector<float> v = n ? values(out[0]) : std::vector<float>();
   for (size_t i = 0; i < n; ++i) samba_tensor_release(out[i]);
@@ -165,12 +167,13 @@ TEST(OnnxImport, MlpCompilesToAPefAndRunsLikeEager) {
   ASSERT_EQ(samba_compile_options_set_pef_path(co, pef.c_str()), SAMBA_OK);
   ASSERT_EQ(samba_compile_options_set_inference(co, 1), SAMBA_OK);
   samba_tensor* x = floats({2, 3}, kX, "x");
-  ASSERT_EQ(samba_session_compile(s, samba_onnx_model_forward, m.get(), &x, 1, nullptr, 0, co), SAMBA_OK)
+  ASSERT_EQ(samba_session_compile(s, samba_onnx_model_forward, m.get(), &x, 1, nullptr, 0, co),
+            SAMBA_OK)
       << last_error();
   samba_tensor* traced[1] = {};
   size_t n = 0;
-  ASSERT_EQ(samba_session_trace_graph(s, samba_onnx_model_forward, m.get(), &x, 1, nullptr, 0, pef.c_str(),
-                                      nullptr, traced, 1, &n),
+  ASSERT_EQ(samba_session_trace_graph(s, samba_onnx_model_forward, m.get(), &x, 1, nullptr, 0,
+                                      pef.c_str(), nullptr, traced, 1, &n),
             SAMBA_OK)
       << last_error();
   samba_run_options* ro = nullptr;
@@ -228,7 +231,9 @@ TEST(OnnxImport, ConvNetMatchesADirectComputation) {
   float mean = 0;
   for (int py = 0; py < 2; ++py)
     for (int px = 0; px < 2; ++px)
-      mean += std::max({c[2 * py][2 * px], c[2 * py][2 * px + 1], c[2 * py + 1][2 * px], c[2 * py + 1][2 * px + 1]}) / 4;
+      mean += std::max({c[2 * py][2 * px], c[2 * py][2 * px + 1], c[2 * py + 1][2 * px],
+                        c[2 * py + 1][2 * px + 1]}) /
+              4;
   samba_tensor* t = floats({1, 1, 4, 4}, img, "img");
   expect_near(forward1(model.get(), {t}), {mean});
   samba_tensor_release(t);
@@ -302,7 +307,8 @@ class OnnxExternalData : public ::testing::Test {
     std::vector<float> v(2 + n_floats, 0.f);
     for (size_t i = 0; i < n_floats && i < kW1.size(); ++i) v[2 + i] = kW1[i];
     std::ofstream(dir_ / "weights.bin", std::ios::binary)
-        .write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+        .write(reinterpret_cast<const char*>(v.data()),
+               static_cast<std::streamsize>(v.size() * sizeof(float)));
   }
   std::filesystem::path dir_;
 };
@@ -368,7 +374,8 @@ TEST(OnnxImportRefuses, OpsetsOutOfRange) {
   for (int64_t opset : {12, 18}) {
     auto [st, msg] = refuse(mlp(opset));
     EXPECT_EQ(st, SAMBA_ERR_UNSUPPORTED);
-    EXPECT_NE(msg.find(fmt::format("opset {}; supported: opsets 13 to {}", opset, samba_onnx_max_opset())),
+    EXPECT_NE(msg.find(fmt::format("opset {}; supported: opsets 13 to {}", opset,
+                                   samba_onnx_max_opset())),
               std::string::npos)
         << msg;
   }
@@ -414,7 +421,8 @@ TEST(OnnxImportRefuses, AnAttributeValueTheRegistryLacks) {
   samba_tensor* out[1] = {};
   size_t n = 0;
   EXPECT_EQ(samba_onnx_model_forward(model.get(), &t, 1, out, 1, &n), SAMBA_ERR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("node 'conv0' (Conv, opset 13): pads 0,0,1,1 differ"), std::string::npos)
+  EXPECT_NE(last_error().find("node 'conv0' (Conv, opset 13): pads 0,0,1,1 differ"),
+            std::string::npos)
       << last_error();
   EXPECT_EQ(n, 0u);
   samba_tensor_release(t);
@@ -445,9 +453,11 @@ TEST(OnnxImportRefuses, AShapeComputedFromTheInputs) {
   ASSERT_EQ(samba_compile_options_set_inference(co, 1), SAMBA_OK);
   const std::string pef = ::testing::TempDir() + "onnx_reshape.pef";
   ASSERT_EQ(samba_compile_options_set_pef_path(co, pef.c_str()), SAMBA_OK);
-  EXPECT_EQ(samba_session_compile(s, samba_onnx_model_forward, model.get(), session_compile_inputs, 2, nullptr, 0, co),
+  EXPECT_EQ(samba_session_compile(s, samba_onnx_model_forward, model.get(), session_compile_inputs,
+                                  2, nullptr, 0, co),
             SAMBA_ERR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("node 'reshape0' (Reshape, opset 13): input 'shape' must be known"), std::string::npos)
+  EXPECT_NE(last_error().find("node 'reshape0' (Reshape, opset 13): input 'shape' must be known"),
+            std::string::npos)
       << last_error();
   samba_compile_options_release(co);
   samba_session_release(s);

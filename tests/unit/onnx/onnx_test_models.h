@@ -21,15 +21,17 @@ inline onnx::ModelProto model(int64_t opset) {
 }
 
 // A float tensor value; a dim of -1 is symbolic ("N").
-inline void value(onnx::ValueInfoProto* v, const std::string& name, const std::vector<int64_t>& dims,
-                  int32_t elem = onnx::TensorProto::FLOAT) {
+inline void value(onnx::ValueInfoProto* v, const std::string& name,
+                  const std::vector<int64_t>& dims, int32_t elem = onnx::TensorProto::FLOAT) {
   v->set_name(name);
   auto* tt = v->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(elem);
   auto* shape = tt->mutable_shape();
   for (int64_t d : dims) {
-    if (d < 0) shape->add_dim()->set_dim_param("N");
-    else shape->add_dim()->set_dim_value(d);
+    if (d < 0)
+      shape->add_dim()->set_dim_param("N");
+    else
+      shape->add_dim()->set_dim_value(d);
   }
 }
 
@@ -42,7 +44,8 @@ inline void output(onnx::ModelProto& m, const std::string& name, const std::vect
   value(m.mutable_graph()->add_output(), name, dims, elem);
 }
 
-inline onnx::TensorProto* initializer(onnx::ModelProto& m, const std::string& name, const std::vector<int64_t>& dims,
+inline onnx::TensorProto* initializer(onnx::ModelProto& m, const std::string& name,
+                                      const std::vector<int64_t>& dims,
                                       const std::vector<float>& values) {
   auto* t = m.mutable_graph()->add_initializer();
   t->set_name(name);
@@ -62,7 +65,8 @@ inline onnx::TensorProto* int64_initializer(onnx::ModelProto& m, const std::stri
   return t;
 }
 
-inline onnx::NodeProto* node(onnx::ModelProto& m, const std::string& op, const std::vector<std::string>& in,
+inline onnx::NodeProto* node(onnx::ModelProto& m, const std::string& op,
+                             const std::vector<std::string>& in,
                              const std::vector<std::string>& out, const std::string& name = "") {
   auto* n = m.mutable_graph()->add_node();
   n->set_op_type(op);
