@@ -125,6 +125,8 @@ def test_a_model_file_path_imports(tmp_path):
     path = tmp_path / "mlp.onnx"
     path.write_bytes(export(Mlp(), torch.randn(3, 8)))
     assert [name for name, _, _ in OnnxModel(str(path)).inputs] == ["x"]
+    x = samba.from_numpy(np.zeros((3, 8), np.float32), name="x")
+    assert compiled_outputs(path, [x], tmp_path, "from_path")[0].shape == (3, 4)
 
 
 def test_an_unsupported_op_names_node_op_and_opset():

@@ -13,8 +13,8 @@ _MAX_OUTPUTS = 256
 
 def is_onnx_model(model):
     """Whether `model` is something OnnxModel imports (not a Python callable model)."""
-    if isinstance(model, (OnnxModel, bytes, bytearray)):
-        return True
+    if isinstance(model, (OnnxModel, bytes, bytearray, str, os.PathLike)):
+        return True  # a path is an ONNX file: a Python model is a callable
     # An onnx.ModelProto, recognized without importing onnx.
     return type(model).__name__ == "ModelProto" and hasattr(model, "SerializeToString")
 

@@ -155,7 +155,11 @@ class SambaSession:
         count as losses (give them values with trace_graph's custom_grads or
         run's grad_of_outputs). When no output is a scalar, every output is a
         loss (as if its sum were) and the compiler warns about each one;
-        pass loss_indices if that is not meant."""
+        pass loss_indices if that is not meant.
+
+        `model` may also be an ONNX model: an onnx.ModelProto, its bytes, a
+        path to an .onnx file, or an onnx_import.OnnxModel (whose parameters()
+        an optimizer trains); docs/onnx.md."""
         name = name or ("onnx_model" if is_onnx_model(model) else getattr(type(model), "__name__", "model")) or "model"
         tensors, keys = _inputs(inputs)
         cb = _model_callback(model, keys)
