@@ -186,3 +186,21 @@ def test_outputs_match_onnxruntime_on_the_same_file(tmp_path, name):
     x = samba.from_numpy(example.numpy().copy(), name="x")
     got = compiled_outputs(OnnxModel(str(path)), [x], tmp_path, f"ort_{name}")[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_onnx_backend_runs_nodes_and_models():
+    onnx = pytest.importorskip("onnx")
+    from sambaflow.samba import onnx as backend
+
+    helper = onnx.helper
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((3, 4), dtype=np.float32), rng.standard_normal((3, 4), dtype=np.float32)
+    np.testing.assert_array_equal(backend.run_node(helper.make_node("Relu", ["x"], ["r"]), [x])[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(backend.run_node(helper.make_node("Add", ["x", "y"], ["s"]), [x, y])["s"], x + y)
+    torch.manual_seed(9)
+    mlp, example = Mlp().eval(), torch.randn(2, 8)
+    model = onnx.load_from_string(export(mlp, example))
+    with torch.no_grad():
+        want = mlp(example).numpy()
+    np.testing.assert_allclose(backend.run_model(model, [example.numpy()])[0], want, rtol=1e-5, atol=1e-5)
+    assert backend.SambaBackend.supports_device("CPU") and not backend.supports_device("CUDA")
