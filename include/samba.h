@@ -42,6 +42,7 @@
 #include "samba/lazy.h"
 #include "samba/pinned.h"
 #include "samba/loader.h"
+#include "samba/onnx.h"
 /* One typed function per registry op (samba_conv2d, samba_max_pool2d, ...),
  * generated at build time from the op registry and installed beside the
  * parts above. */

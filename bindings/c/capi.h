@@ -24,6 +24,7 @@
 #include "samba/core.h"
 #include "samba/lazy.h"
 #include "samba/loader.h"
+#include "samba/onnx.h"
 #include "samba/ops.h"
 #include "samba/pinned.h"
 #include "samba/profile.h"
@@ -124,6 +125,10 @@ inline Tensor tensor_arg(const samba_tensor* t, const char* what) {
   require(t, what);
   return tensor(t);
 }
+
+// `n` tensor arguments (each required) as Tensors sharing the caller's
+// references; `what` names the array in messages.
+std::vector<Tensor> tensors_of(samba_tensor* const* ts, size_t n, const char* what);
 
 // Tensor over memory the engine does not allocate. The layout (strides in
 // elements, NULL: contiguous) is validated and the tensor built before

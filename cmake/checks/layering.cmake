@@ -12,7 +12,7 @@
 #   engine/pef                           program.h, writer, reader and verifier
 #   engine/checkpoint  engine/profile    checkpoint files | the profiler and its reports
 #   engine/runtime                       program, device, execution, session
-#   engine/loader                        the batch loader
+#   engine/loader  engine/onnx           the batch loader | the ONNX importer
 #   compiler                             depends on engine, never the reverse
 #   bindings                             the C ABI and the language bindings over it
 #
@@ -28,7 +28,7 @@ set(layers
   "engine/pef"
   "engine/checkpoint engine/profile"
   "engine/runtime"
-  "engine/loader"
+  "engine/loader engine/onnx"
   "compiler"
   "bindings")
 

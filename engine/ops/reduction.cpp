@@ -36,7 +36,14 @@ Tensor spread_back(const GradContext& c, double scale) {
   const Tensor& x = c.inputs[0];
   ReduceDims rd = reduce_dims(x.shape(), c.attrs, c.op.name.c_str());
   Tensor g = c.grad_outputs[0];
-  if (scale != 1.0) g = call1("mul", {g, wrap_scalar(scale)});
+  // A 0-d gradient (a scalar loss) meets a 0-d number: a compiled program
+  // keeps the number as a 0-d constant of its own dtype, which would then
+  // promote the product, so the number takes the gradient's float dtype.
+  if (scale != 1.0) {
+    const bool float_loss =
+        g.dim() == 0 && (g.dtype() == DType::Float32 || g.dtype() == DType::Float64);
+    g = call1("mul", {g, float_loss ? Tensor::scalar(scale, g.dtype(), true) : wrap_scalar(scale)});
+  }
   g = call1("reshape", {g}, {{"shape", rd.kept_shape}});
   return call1("expand", {g}, {{"shape", x.shape()}});
 }

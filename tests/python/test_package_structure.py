@@ -17,7 +17,7 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(samba.__file__))
 # Where dotted names start: the directory holding the top-level `sambaflow`.
 IMPORT_ROOT = os.path.dirname(os.path.dirname(PACKAGE_DIR))
 # Optional dependencies a function may import on first use.
-LAZY_THIRD_PARTY = {"torch", "numpy"}
+LAZY_THIRD_PARTY = {"torch", "numpy", "onnx"}
 
 
 def _modules():

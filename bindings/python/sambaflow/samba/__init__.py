@@ -23,6 +23,7 @@ from .sambaloader import SambaLoader
 from . import functional, optim
 from .functional import einsum
 from . import utils
+from . import onnx  # the ONNX backend; the onnx package is imported on first use
 
 __version__ = _lib.samba_version().decode()
 

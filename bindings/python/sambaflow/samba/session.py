@@ -9,6 +9,7 @@ import threading
 import traceback
 
 from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
+from .onnx_import import OnnxModel, is_onnx_model
 from .tensor import SambaTensor, as_tensor, to_handles
 
 _TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
@@ -50,6 +51,7 @@ class _ModelCallback:
         self.keys = keys  # inputs given as a dict: the model takes them as keyword arguments
         self.error = None
         self.fn = MODEL_FN(self._call)
+        self.user_data = None
 
     def _call(self, _user, inputs, n_in, outputs, capacity, n_out):
         try:
@@ -69,6 +71,15 @@ class _ModelCallback:
             self.error = e
             lib.samba_set_error_message(1, f"{type(e).__name__}: {e}".encode())
             return 1
+
+
+def _model_callback(model, keys):
+    """The callback compile and trace_graph hand the engine: an ONNX model (a
+    ModelProto, its bytes, or an OnnxModel) runs as the engine's own
+    samba_onnx_model_forward; anything else is called as Python."""
+    if is_onnx_model(model):
+        return OnnxModel.of(model)._callback()
+    return _ModelCallback(model, keys)
 
 
 def _inputs(inputs):
@@ -144,15 +155,19 @@ class SambaSession:
         count as losses (give them values with trace_graph's custom_grads or
         run's grad_of_outputs). When no output is a scalar, every output is a
         loss (as if its sum were) and the compiler warns about each one;
-        pass loss_indices if that is not meant."""
-        name = name or getattr(type(model), "__name__", "model") or "model"
+        pass loss_indices if that is not meant.
+
+        `model` may also be an ONNX model: an onnx.ModelProto, its bytes, a
+        path to an .onnx file, or an onnx_import.OnnxModel (whose parameters()
+        an optimizer trains); docs/onnx.md."""
+        name = name or ("onnx_model" if is_onnx_model(model) else getattr(type(model), "__name__", "model")) or "model"
         tensors, keys = _inputs(inputs)
-        cb = _ModelCallback(model, keys)
+        cb = _model_callback(model, keys)
         with self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
                                    opt_level, loss_indices, io_host_memory, mapping, grad_accumulation,
                                    metadata) as co:
             opts, n_opts = _optimizer_handles(None if inference else optimizers)
-            self._run_model_call("samba_session_compile", cb, self._h, cb.fn, None, to_handles(tensors),
+            self._run_model_call("samba_session_compile", cb, self._h, cb.fn, cb.user_data, to_handles(tensors),
                                  ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts), co)
         return pef_path or f"{name}.pef"
 
@@ -206,7 +221,7 @@ class SambaSession:
         if not pef_path:
             raise ValueError("trace_graph: pef is required (the path compile wrote)")
         tensors, keys = _inputs(inputs)
-        cb = _ModelCallback(model, keys) if model is not None else None
+        cb = _model_callback(model, keys) if model is not None else None
         with Owned("trace_options") as to:
             call("samba_trace_options_set_init_output_grads", to, ctypes.c_int32(1 if init_output_grads else 0))
             call("samba_trace_options_set_transfer_device", to, ctypes.c_int32(1 if transfer_device else 0))
@@ -219,7 +234,8 @@ class SambaSession:
             opts, n_opts = _optimizer_handles(optimizers)
             outs = (P * _MAX_OUTPUTS)()
             n = c_size()
-            self._run_model_call("samba_session_trace_graph", cb, self._h, cb.fn if cb else None, None,
+            self._run_model_call("samba_session_trace_graph", cb, self._h, cb.fn if cb else None,
+                                 cb.user_data if cb else None,
                                  to_handles(tensors), ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts),
                                  pef_path.encode(), to, outs, ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
         self.output_tensors = [SambaTensor._wrap(outs[i]) for i in range(n.value)]

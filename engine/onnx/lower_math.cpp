@@ -1,0 +1,245 @@
+// Lowerings of ONNX math and neural-network ops to registry ops.
+#include <cmath>
+
+#include "engine/onnx/lowerings.h"
+#include "engine/ops/registry.h"
+
+namespace samba::onnx_import::lower {
+namespace {
+
+// ONNX spatial attributes list begins then ends ([top, left, bottom, right]);
+// the registry pads both sides of a dim alike.
+std::vector<int64_t> symmetric_pads(const NodeContext& c, size_t spatial) {
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    c.unsupported("auto_pad '{}' is not supported; supported: NOTSET (explicit pads) or VALID",
+                  auto_pad);
+  std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
+  if (pads.size() != 2 * spatial)
+    c.invalid("'pads' has {} values, expected {}", pads.size(), 2 * spatial);
+  std::vector<int64_t> out(spatial);
+  for (size_t i = 0; i < spatial; ++i) {
+    if (pads[i] != pads[i + spatial])
+      c.unsupported("pads {} differ at the begin and end of spatial dim {}; supported: equal pads",
+                    fmt::join(pads, ","), i);
+    out[i] = pads[i];
+  }
+  return out;
+}
+
+std::vector<int64_t> ints_or(const NodeContext& c, std::string_view name, size_t n, int64_t def) {
+  std::vector<int64_t> v = c.attr_ints(name).value_or(std::vector<int64_t>(n, def));
+  if (v.size() != n) c.invalid("attribute '{}' has {} values, expected {}", name, v.size(), n);
+  return v;
+}
+
+// The kernel is 2-D in every pooling and convolution the registry has.
+void require_2d(const NodeContext& c, const Tensor& x) {
+  if (x.dim() != 4)
+    c.unsupported("input of rank {} (shape {}); supported: 2-D spatial inputs (N, C, H, W)",
+                  x.dim(), dims_str(x.shape()));
+}
+
+void require_one_output(const NodeContext& c) {
+  if (c.output_count() > 1)
+    c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
+}
+
+}  // namespace
+
+Out unary(const NodeContext& c, std::string_view op) { return {call1(op, {c.input(0)})}; }
+
+namespace {
+
+// A one-element constant operand (ONNX exports Python numbers so) becomes a
+// wrapped scalar, as the torch front end passes numbers: it takes the other
+// operand's dtype, and a compiled graph keeps it as an operand, not a 0-d
+// tensor promoted on its own.
+Tensor scalar_operand(const Tensor& t, const Tensor& other) {
+  if (t.dim() != 0 || other.dim() == 0 || !t.has_data() || t.is_symbolic() || t.requires_grad())
+    return t;
+  if (is_floating(t.dtype()) != is_floating(other.dtype())) return t;
+  return Tensor::scalar(t.item_double(), is_floating(t.dtype()) ? DType::Float64 : DType::Int64,
+                        true);
+}
+
+}  // namespace
+
+Out binary(const NodeContext& c, std::string_view op) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  return {call1(op, {scalar_operand(a, b), scalar_operand(b, a)})};
+}
+
+Out variadic(const NodeContext& c, std::string_view op) {
+  Tensor acc = c.input(0);
+  for (size_t i = 1; i < c.input_count(); ++i) acc = call1(op, {acc, c.input(i)});
+  return {acc};
+}
+
+Out div(const NodeContext& c) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  // ONNX divides integers with truncation, as C does.
+  Attrs attrs;
+  if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
+    attrs.set("rounding_mode", std::string("trunc"));
+  return {call1("div", {a, b}, attrs)};
+}
+
+Out matmul(const NodeContext& c) { return {call1("matmul", {c.input(0), c.input(1)})}; }
+
+Out gemm(const NodeContext& c) {
+  Tensor a = c.input(0), b = c.input(1);
+  const Tensor* bias = c.optional_input(2);
+  const double alpha = c.attr_float("alpha", 1.0), beta = c.attr_float("beta", 1.0);
+  const int64_t trans_a = c.attr_int("transA", 0), trans_b = c.attr_int("transB", 0);
+  if (a.dim() != 2 || b.dim() != 2)
+    c.invalid("A and B must be matrices, got shapes {} and {}", dims_str(a.shape()),
+              dims_str(b.shape()));
+  if (trans_a) a = call1("permute", {a}, {{"dims", std::vector<int64_t>{1, 0}}});
+  // The layout torch.nn.Linear exports: one fused linear (with its GEMM epilogue).
+  if (trans_b && alpha == 1.0 && beta == 1.0 && (!bias || bias->dim() <= 1)) {
+    if (bias && bias->dim() == 0) return {call1("add", {call1("linear", {a, b}), *bias})};
+    return {bias ? call1("linear", {a, b, *bias}) : call1("linear", {a, b})};
+  }
+  if (trans_b) b = call1("permute", {b}, {{"dims", std::vector<int64_t>{1, 0}}});
+  Tensor y = call1("matmul", {a, b});
+  if (alpha != 1.0) y = call1("mul", {y, Tensor::scalar(alpha, y.dtype(), true)});
+  if (bias && beta != 0.0) {
+    Tensor cterm = *bias;
+    if (beta != 1.0) cterm = call1("mul", {cterm, Tensor::scalar(beta, cterm.dtype(), true)});
+    y = call1("add", {y, cterm});
+  }
+  return {y};
+}
+
+Out conv(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  require_2d(c, x);
+  const Tensor& w = c.input(1);
+  if (auto ks = c.attr_ints("kernel_shape");
+      ks && (ks->size() != 2 || (*ks)[0] != w.size(2) || (*ks)[1] != w.size(3)))
+    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
+              dims_str(w.shape()));
+  Attrs attrs{{"stride", ints_or(c, "strides", 2, 1)},
+              {"padding", symmetric_pads(c, 2)},
+              {"dilation", ints_or(c, "dilations", 2, 1)},
+              {"groups", c.attr_int("group", 1)}};
+  const Tensor* bias = c.optional_input(2);
+  return {bias ? call1("conv2d", {x, w, *bias}, attrs) : call1("conv2d", {x, w}, attrs)};
+}
+
+Out max_pool(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  require_2d(c, x);
+  require_one_output(c);
+  if (c.attr_int("storage_order", 0) != 0)
+    c.unsupported("storage_order 1 is not supported; supported: 0");
+  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
+              {"stride", ints_or(c, "strides", 2, 1)},
+              {"padding", symmetric_pads(c, 2)},
+              {"dilation", ints_or(c, "dilations", 2, 1)},
+              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
+  return {call1("max_pool2d", {x}, attrs)};
+}
+
+Out average_pool(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  require_2d(c, x);
+  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
+              {"stride", ints_or(c, "strides", 2, 1)},
+              {"padding", symmetric_pads(c, 2)},
+              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0},
+              {"count_include_pad", c.attr_int("count_include_pad", 0) != 0}};
+  return {call1("avg_pool2d", {x}, attrs)};
+}
+
+Out global_average_pool(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  require_2d(c, x);
+  return {call1("adaptive_avg_pool2d", {x}, {{"output_size", std::vector<int64_t>{1, 1}}})};
+}
+
+Out batch_normalization(const NodeContext& c) {
+  require_one_output(c);
+  if (c.attr_int("training_mode", 0) != 0)
+    c.unsupported("training_mode 1 is not supported; supported: 0 (inference, running statistics)");
+  // The registry's op counts updates in a buffer; inference never touches it.
+  Tensor batches = Tensor::zeros({}, DType::Int64);
+  Attrs attrs{{"training", false},
+              {"eps", c.attr_float("epsilon", 1e-5)},
+              {"momentum", 1.0 - c.attr_float("momentum", 0.9)}};
+  return {call1("batch_norm", {c.input(0), c.input(1), c.input(2), c.input(3), c.input(4), batches},
+                attrs)};
+}
+
+Out layer_normalization(const NodeContext& c) {
+  require_one_output(c);
+  const Tensor& x = c.input(0);
+  const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
+  const Dims normalized(x.shape().begin() + axis, x.shape().end());
+  Attrs attrs{{"normalized_shape", normalized}, {"eps", c.attr_float("epsilon", 1e-5)}};
+  const Tensor* bias = c.optional_input(2);
+  return {bias ? call1("layer_norm", {x, c.input(1), *bias}, attrs)
+               : call1("layer_norm", {x, c.input(1)}, attrs)};
+}
+
+Out softmax(const NodeContext& c, std::string_view op) {
+  const Tensor& x = c.input(0);
+  return {call1(op, {x}, {{"dim", axis_in(c, c.attr_int("axis", -1), x.dim(), "axis")}})};
+}
+
+Out reduce(const NodeContext& c, std::string_view op) {
+  const Tensor& x = c.input(0);
+  // ReduceSum takes its axes as an input from opset 13, the others from 18.
+  std::optional<std::vector<int64_t>> axes = c.attr_ints("axes");
+  if (c.optional_input(1)) axes = c.constant_ints(1, "axes");
+  const bool keepdims = c.attr_int("keepdims", 1) != 0;
+  if (!axes || axes->empty()) {
+    if (c.attr_int("noop_with_empty_axes", 0) != 0) return {x};
+    axes = std::vector<int64_t>();
+    for (int64_t d = 0; d < x.dim(); ++d) axes->push_back(d);
+  }
+  for (int64_t& a : *axes) a = axis_in(c, a, x.dim(), "axes");
+  // A reduction of every dim to a scalar is the registry's dim-less form
+  // (a loss), whose gradient scales by a wrapped number.
+  if (!keepdims && static_cast<int64_t>(axes->size()) == x.dim()) return {call1(op, {x})};
+  return {call1(op, {x}, {{"dim", *axes}, {"keepdim", keepdims}})};
+}
+
+Out leaky_relu(const NodeContext& c) {
+  return {call1("leaky_relu", {c.input(0)}, {{"negative_slope", c.attr_float("alpha", 0.01)}})};
+}
+
+Out clip(const NodeContext& c) {
+  Attrs attrs;
+  const Tensor* lo = c.optional_input(1);
+  const Tensor* hi = c.optional_input(2);
+  // Bounds known at import become attributes; computed ones become ops.
+  Tensor x = c.input(0);
+  if (lo) {
+    if (lo->has_data() && !lo->is_symbolic())
+      attrs.set("min", lo->item_double());
+    else
+      x = call1("maximum", {x, *lo});
+  }
+  if (hi) {
+    if (hi->has_data() && !hi->is_symbolic())
+      attrs.set("max", hi->item_double());
+    else
+      x = call1("minimum", {x, *hi});
+  }
+  if (attrs.items().empty()) return {x};
+  return {call1("clamp", {x}, attrs)};
+}
+
+Out dropout(const NodeContext& c) {
+  require_one_output(c);
+  if (const Tensor* training = c.optional_input(2)) {
+    if (!training->has_data() || training->is_symbolic() || training->item_int() != 0)
+      c.unsupported(
+          "training_mode must be a constant false; supported: inference dropout (identity)");
+  }
+  return {c.input(0)};
+}
+
+}  // namespace samba::onnx_import::lower

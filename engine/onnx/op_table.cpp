@@ -1,0 +1,199 @@
+// The ONNX op table: ONNX op and opset range -> registry ops. Rows are kept
+// sorted by op type; an op whose meaning changed at some opset has one row
+// per range.
+#include "engine/onnx/op_table.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "engine/onnx/lowerings.h"
+
+namespace samba::onnx_import {
+namespace {
+
+constexpr int64_t kLast = 17;  // the newest opset the rows were written against
+
+#define SAMBA_ONNX_UNARY(onnx, op) \
+  {onnx, 13, kLast, op, [](const NodeContext& c) { return lower::unary(c, op); }}
+#define SAMBA_ONNX_BINARY(onnx, op) \
+  {onnx, 13, kLast, op, [](const NodeContext& c) { return lower::binary(c, op); }}
+
+const OpRule kTable[] = {
+    SAMBA_ONNX_UNARY("Abs", "abs"),
+    SAMBA_ONNX_BINARY("Add", "add"),
+    SAMBA_ONNX_BINARY("And", "logical_and"),
+    {"AveragePool", 13, kLast, "avg_pool2d", lower::average_pool},
+    {"BatchNormalization", 13, kLast, "batch_norm", lower::batch_normalization},
+    {"Cast", 13, kLast, "cast", lower::cast},
+    {"Clip", 13, kLast, "clamp, maximum, minimum", lower::clip},
+    {"Concat", 13, kLast, "cat", lower::concat},
+    {"Constant", 13, kLast, "(a constant)", lower::constant},
+    {"ConstantOfShape", 13, kLast, "full", lower::constant_of_shape},
+    {"Conv", 13, kLast, "conv2d", lower::conv},
+    SAMBA_ONNX_UNARY("Cos", "cos"),
+    {"Div", 13, kLast, "div", lower::div},
+    {"Dropout", 13, kLast, "(identity in inference)", lower::dropout},
+    SAMBA_ONNX_BINARY("Equal", "eq"),
+    SAMBA_ONNX_UNARY("Erf", "erf"),
+    SAMBA_ONNX_UNARY("Exp", "exp"),
+    {"Expand", 13, kLast, "expand", lower::expand},
+    {"Flatten", 13, kLast, "reshape", lower::flatten},
+    {"Gather", 13, kLast, "embedding, index_select, reshape", lower::gather},
+    {"Gemm", 13, kLast, "linear, matmul, permute, mul, add", lower::gemm},
+    {"GlobalAveragePool", 13, kLast, "adaptive_avg_pool2d", lower::global_average_pool},
+    SAMBA_ONNX_BINARY("Greater", "gt"),
+    SAMBA_ONNX_BINARY("GreaterOrEqual", "ge"),
+    {"Identity", 13, kLast, "(none)", lower::identity},
+    {"LayerNormalization", 17, kLast, "layer_norm", lower::layer_normalization},
+    {"LeakyRelu", 13, kLast, "leaky_relu", lower::leaky_relu},
+    SAMBA_ONNX_BINARY("Less", "lt"),
+    SAMBA_ONNX_BINARY("LessOrEqual", "le"),
+    SAMBA_ONNX_UNARY("Log", "log"),
+    {"LogSoftmax", 13, kLast, "log_softmax",
+     [](const NodeContext& c) { return lower::softmax(c, "log_softmax"); }},
+    {"MatMul", 13, kLast, "matmul", lower::matmul},
+    {"Max", 13, kLast, "maximum",
+     [](const NodeContext& c) { return lower::variadic(c, "maximum"); }},
+    {"MaxPool", 13, kLast, "max_pool2d", lower::max_pool},
+    {"Min", 13, kLast, "minimum",
+     [](const NodeContext& c) { return lower::variadic(c, "minimum"); }},
+    SAMBA_ONNX_BINARY("Mul", "mul"),
+    SAMBA_ONNX_UNARY("Neg", "neg"),
+    SAMBA_ONNX_UNARY("Not", "logical_not"),
+    SAMBA_ONNX_BINARY("Or", "logical_or"),
+    {"Pad", 13, kLast, "pad", lower::pad},
+    SAMBA_ONNX_BINARY("Pow", "pow"),
+    SAMBA_ONNX_UNARY("Reciprocal", "reciprocal"),
+    {"ReduceMean", 13, kLast, "mean",
+     [](const NodeContext& c) { return lower::reduce(c, "mean"); }},
+    {"ReduceSum", 13, kLast, "sum", [](const NodeContext& c) { return lower::reduce(c, "sum"); }},
+    SAMBA_ONNX_UNARY("Relu", "relu"),
+    {"Reshape", 13, kLast, "reshape", lower::reshape},
+    {"Shape", 13, kLast, "(a constant)", lower::shape},
+    SAMBA_ONNX_UNARY("Sigmoid", "sigmoid"),
+    SAMBA_ONNX_UNARY("Sin", "sin"),
+    {"Slice", 13, kLast, "slice", lower::slice},
+    {"Softmax", 13, kLast, "softmax",
+     [](const NodeContext& c) { return lower::softmax(c, "softmax"); }},
+    {"Split", 13, kLast, "split", lower::split},
+    SAMBA_ONNX_UNARY("Sqrt", "sqrt"),
+    {"Squeeze", 13, kLast, "squeeze", lower::squeeze},
+    SAMBA_ONNX_BINARY("Sub", "sub"),
+    {"Sum", 13, kLast, "add", [](const NodeContext& c) { return lower::variadic(c, "add"); }},
+    SAMBA_ONNX_UNARY("Tanh", "tanh"),
+    {"Transpose", 13, kLast, "permute", lower::transpose},
+    {"Unsqueeze", 13, kLast, "unsqueeze", lower::unsqueeze},
+    {"Where", 13, kLast, "where", lower::where},
+};
+
+#undef SAMBA_ONNX_UNARY
+#undef SAMBA_ONNX_BINARY
+
+}  // namespace
+
+std::span<const OpRule> op_table() { return kTable; }
+
+const OpRule* find_rule(std::string_view op_type, int64_t opset) {
+  for (const OpRule& r : kTable)
+    if (r.op_type == op_type && r.since <= opset && opset <= r.until) return &r;
+  return nullptr;
+}
+
+std::string supported_ops(int64_t opset) {
+  std::vector<std::string_view> names;
+  for (const OpRule& r : kTable)
+    if (r.since <= opset && opset <= r.until) names.push_back(r.op_type);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+DType dtype_of_onnx(int32_t onnx_type, std::string_view what) {
+  switch (onnx_type) {
+    case 1:
+      return DType::Float32;
+    case 2:
+      return DType::UInt8;
+    case 3:
+      return DType::Int8;
+    case 5:
+      return DType::Int16;
+    case 6:
+      return DType::Int32;
+    case 7:
+      return DType::Int64;
+    case 9:
+      return DType::Bool;
+    case 10:
+      return DType::Float16;
+    case 11:
+      return DType::Float64;
+    case 16:
+      return DType::BFloat16;
+    default:
+      fail(Status::Unsupported,
+           "{}: ONNX data type {} has no Samba dtype; supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
+           "INT64, INT32, INT16, INT8, UINT8, BOOL",
+           what, onnx_type);
+  }
+}
+
+// ---- NodeContext ----------------------------------------------------------------
+
+std::string NodeContext::where() const {
+  return fmt::format("node '{}' ({}, opset {})", node_.name, node_.op_type, opset_);
+}
+
+const Tensor& NodeContext::input(size_t i) const {
+  if (i >= inputs_.size() || !inputs_[i].defined())
+    fail(Status::InvalidArgument, "{}: input {} is required but missing", where(), i);
+  return inputs_[i];
+}
+
+const Tensor* NodeContext::optional_input(size_t i) const {
+  return i < inputs_.size() && inputs_[i].defined() ? &inputs_[i] : nullptr;
+}
+
+size_t NodeContext::output_count() const {
+  size_t n = 0;
+  for (size_t i = 0; i < node_.outputs.size(); ++i)
+    if (!node_.outputs[i].empty()) n = i + 1;
+  return n;
+}
+
+int64_t NodeContext::attr_int(std::string_view name, int64_t def) const {
+  return node_.attrs.has(name) ? node_.attrs.i(name) : def;
+}
+double NodeContext::attr_float(std::string_view name, double def) const {
+  return node_.attrs.has(name) ? node_.attrs.f(name) : def;
+}
+std::string NodeContext::attr_string(std::string_view name, std::string def) const {
+  return node_.attrs.has(name) ? node_.attrs.s(name) : def;
+}
+std::optional<std::vector<int64_t>> NodeContext::attr_ints(std::string_view name) const {
+  if (!node_.attrs.has(name)) return std::nullopt;
+  return node_.attrs.ints(name);
+}
+const Tensor* NodeContext::attr_tensor(std::string_view name) const {
+  for (const auto& [n, t] : node_.tensor_attrs)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+std::vector<int64_t> NodeContext::constant_ints(size_t i, std::string_view what) const {
+  const Tensor& t = input(i);
+  if (!t.has_data() || t.is_symbolic() || t.requires_grad())
+    fail(Status::Unsupported,
+         "{}: input '{}' must be known when the model is imported (an initializer, a Constant, or "
+         "computed from them); it is computed from the graph's inputs",
+         where(), what);
+  if (is_floating(t.dtype()) || t.dim() > 1)
+    fail(Status::InvalidArgument, "{}: input '{}' must be a 1-D integer tensor, got {} of shape {}",
+         where(), what, dtype_name(t.dtype()), dims_str(t.shape()));
+  Tensor v = t.to(DType::Int64);
+  const int64_t* p = v.data<int64_t>();
+  return std::vector<int64_t>(p, p + v.numel());
+}
+
+}  // namespace samba::onnx_import
