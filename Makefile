@@ -26,9 +26,9 @@ CTEST_ARGS ?=
 # Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
 # gives stack traces with lines at a fraction of the cost of full debug info.
 FUZZ_SECONDS    ?= 600
-FUZZ_CI_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 45
 FUZZ_CI_SEED    ?= 1
-FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz
+FUZZ_TARGETS    := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz onnx_import_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 

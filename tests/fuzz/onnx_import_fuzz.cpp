@@ -4,7 +4,7 @@
 // dims taken as 1), which may again refuse but must not crash. A crash, a
 // sanitizer report, SAMBA_ERR_INTERNAL or an empty message is a finding.
 //
-//   build-fuzz/tests/fuzz/onnx_import_fuzz -max_len=65536 tests/fuzz/corpus/onnx_import_fuzz
+//   build-asan/tests/fuzz/onnx_import_fuzz -max_len=65536 tests/fuzz/corpus/onnx_import_fuzz
 #include <vector>
 
 #include "fuzz_target.h"

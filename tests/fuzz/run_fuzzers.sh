@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a SAMBA_FUZZ build for SECONDS each, one
-# after the other (`make fuzz-ci`: about a minute each; `make fuzz`: longer),
+# after the other (`make fuzz-ci`: 45 s each; `make fuzz`: longer),
 # starting from the committed seeds (tests/fuzz/corpus/<target>, every file
 # of which libFuzzer runs first) and the inputs earlier runs of this build
 # kept (BUILD/fuzz/corpus/<target>; new inputs go there, never into the
@@ -24,7 +24,7 @@ if [ "${1:-}" = "--coverage" ]; then
   shift
 fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pef_fuzz pef_run_fuzz checkpoint_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz onnx_import_fuzz)
 
 # Inputs stay small (the seeds are under 20 KB) and every execution fast:
 # one taking over 25 s, or a process over 2 GiB, is a finding (a hang or a
