@@ -1,21 +1,30 @@
-#include "engine/kernels/gemm_dot.h"
-
-#if defined(__AVX2__) && defined(__FMA__)
+// The AVX2 + FMA level's fp32 GEMM kernels (compiled with -mavx2 -mfma, see
+// cmake/SambaIsa.cmake): the packed kernel at 8 lanes and the dot kernel for
+// products with few rows against a weight stored as rows. Like every level
+// file, it holds only intrinsics and TU-local code (packed_sgemm.h says why).
 #include <immintrin.h>
-#define SAMBA_DOT_SGEMM 1
-#endif
+
+#include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
 
-#ifndef SAMBA_DOT_SGEMM
-
-bool prefer_dot_sgemm(const GemmArgs<float>&, int64_t) { return false; }
-void dot_sgemm_tile(const GemmArgs<float>&, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                    int64_t) {}
-
-#else
-
 namespace {
+
+struct Vec256 {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+using Packed = PackedSgemm<Vec256>;
 
 // Sums of the lanes of three vectors: {sum a, sum b, sum c, 0}.
 inline __m128 hsum3(__m256 a, __m256 b, __m256 c) {
@@ -91,14 +100,16 @@ void column_group(const GemmArgs<float>& g, const float* a, const float* b, floa
   }
 }
 
-}  // namespace
+// Rows up to which the dot kernel is used: beyond, packing the weight once
+// per tile costs less than reading it once per four rows.
+constexpr int64_t kDotMaxRows = 32;
 
-bool prefer_dot_sgemm(const GemmArgs<float>& g, int64_t rows) {
+bool prefer_dot(const GemmArgs<float>& g, int64_t rows) {
   return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 8;
 }
 
-void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
-                    int64_t rows, int64_t c0, int64_t cols) {
+void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
+              int64_t c0, int64_t cols) {
   // op(B) column j is row j of the stored matrix: contiguous in k.
   int64_t j = c0;
   const int64_t end = c0 + cols;
@@ -107,6 +118,18 @@ void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, fl
   if (end - j == 1) column_group<1>(g, a, b, c, r0, rows, j);
 }
 
-#endif
+// Cache blocks: a B panel of 320 x 16 floats (20 KB) in L1, the 144-row
+// block of A (180 KB) in L2, 2048 columns of B (2.5 MB) in L3.
+void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
+                 int64_t c0, int64_t cols) {
+  Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
+}
+
+}  // namespace
+
+const SgemmKernels& sgemm_kernels_avx2() {
+  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr, &Packed::prefer, &packed_tile, &prefer_dot, &dot_tile};
+  return k;
+}
 
 }  // namespace samba::ops::detail
