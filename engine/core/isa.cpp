@@ -13,7 +13,8 @@ namespace samba {
 
 namespace {
 
-constexpr IsaLevel kLevels[] = {IsaLevel::Generic, IsaLevel::Avx2, IsaLevel::Avx512, IsaLevel::Avx512Bf16};
+constexpr IsaLevel kLevels[] = {IsaLevel::Generic, IsaLevel::Avx2, IsaLevel::Avx512,
+                                IsaLevel::Avx512Bf16};
 
 // The highest level whose kernel files this build compiled (the bf16 level
 // runs the AVX-512 files where it has no kernels of its own).
@@ -77,18 +78,19 @@ IsaChoice choose_isa(std::optional<std::string_view> requested, IsaLevel best) {
   if (!requested || requested->empty()) return {best, ""};
   const std::optional<IsaLevel> want = isa_from_name(*requested);
   if (!want)
-    return {best, fmt::format("SAMBA_ISA='{}' is not an ISA level (expected one of {}); using {}", *requested,
-                              level_names(), isa_name(best))};
+    return {best, fmt::format("SAMBA_ISA='{}' is not an ISA level (expected one of {}); using {}",
+                              *requested, level_names(), isa_name(best))};
   if (*want > best)
-    return {best, fmt::format("SAMBA_ISA='{}' is above what this CPU and build support; using {}", *requested,
-                              isa_name(best))};
+    return {best, fmt::format("SAMBA_ISA='{}' is above what this CPU and build support; using {}",
+                              *requested, isa_name(best))};
   return {*want, ""};
 }
 
 IsaLevel active_isa() {
   static const IsaLevel level = [] {
     const char* env = std::getenv("SAMBA_ISA");
-    IsaChoice c = choose_isa(env ? std::optional<std::string_view>(env) : std::nullopt, isa_best_supported());
+    IsaChoice c =
+        choose_isa(env ? std::optional<std::string_view>(env) : std::nullopt, isa_best_supported());
     if (!c.warning.empty()) log::warn("{}", c.warning);
     return c.level;
   }();

@@ -83,7 +83,8 @@ float* gemm_scratch(int which, size_t floats) {
   thread_local std::unique_ptr<float[], FreeDeleter> buf[2];
   thread_local size_t size[2] = {0, 0};
   if (size[which] < floats) {
-    buf[which].reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+    buf[which].reset(
+        static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
     SAMBA_CHECK(buf[which], Status::OutOfMemory, "GEMM: cannot allocate {} bytes of packing buffer",
                 floats * sizeof(float));
     size[which] = floats;

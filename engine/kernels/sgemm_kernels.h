@@ -13,8 +13,8 @@
 
 namespace samba::ops::detail {
 
-using SgemmTileFn = void (*)(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
-                             int64_t rows, int64_t c0, int64_t cols);
+using SgemmTileFn = void (*)(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                             int64_t r0, int64_t rows, int64_t c0, int64_t cols);
 
 struct SgemmKernels {
   IsaLevel level = IsaLevel::Generic;

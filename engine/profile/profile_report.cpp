@@ -2,12 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "engine/core/isa.h"
@@ -101,7 +100,9 @@ std::string chrome_trace_json(const ProfileTrace& t) {
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
   // The kernels' ISA level: the same program runs at very different speeds
   // at different levels, so a trace says which one it measured.
-  append(out, Json{{"wall_ns", t.wall_ns()}, {"dropped_events", t.dropped_events}, {"isa", isa_name(active_isa())}});
+  append(out, Json{{"wall_ns", t.wall_ns()},
+                   {"dropped_events", t.dropped_events},
+                   {"isa", isa_name(active_isa())}});
   out += "}\n";
   return out;
 }

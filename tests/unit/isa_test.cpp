@@ -2,6 +2,8 @@
 // the process is the one asked for, and every level's GEMM kernels that this
 // CPU runs against a double-precision reference (each level in one run, so a
 // wrong kernel of a level the default run does not use still fails here).
+#include "engine/core/isa.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <random>
 #include <vector>
 
-#include "engine/core/isa.h"
 #include "engine/kernels/gemm.h"
 #include "engine/kernels/sgemm_kernels.h"
 
@@ -42,7 +43,8 @@ TEST(Isa, ChoiceWarnsAndUsesTheBestForAnUnknownOrUnsupportedValue) {
   EXPECT_NE(c.warning.find("using avx2"), std::string::npos) << c.warning;
   c = choose_isa("avx512_bf16", IsaLevel::Avx2);
   EXPECT_EQ(c.level, IsaLevel::Avx2);
-  EXPECT_NE(c.warning.find("above what this CPU and build support"), std::string::npos) << c.warning;
+  EXPECT_NE(c.warning.find("above what this CPU and build support"), std::string::npos)
+      << c.warning;
 }
 
 // Under ctest's per-level runs (kernels.isa_<level>.*) SAMBA_ISA names a
@@ -67,10 +69,10 @@ TEST(Isa, TheProcessRunsAtTheRequestedLevel) {
 
 // C = act(op(A) op(B) + bias) by one level's kernel on one tile covering C,
 // against a double loop.
-void check_level_tile(const detail::SgemmKernels& kern, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
-                      bool dot) {
-  SCOPED_TRACE(testing::Message() << isa_name(kern.level) << (dot ? " dot" : " packed") << " m=" << m << " n=" << n
-                                  << " k=" << k << " ta=" << ta << " tb=" << tb);
+void check_level_tile(const detail::SgemmKernels& kern, int64_t m, int64_t n, int64_t k, bool ta,
+                      bool tb, bool dot) {
+  SCOPED_TRACE(testing::Message() << isa_name(kern.level) << (dot ? " dot" : " packed") << " m="
+                                  << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> a(m * k), b(k * n), bias(n), c(m * n, std::nanf(""));
@@ -96,9 +98,11 @@ void check_level_tile(const detail::SgemmKernels& kern, int64_t m, int64_t n, in
     for (int64_t j = 0; j < n; ++j) {
       double want = g.bias ? bias[j] : 0.0;
       for (int64_t p = 0; p < k; ++p)
-        want += static_cast<double>(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+        want += static_cast<double>(ta ? a[p * m + i] : a[i * k + p]) *
+                (tb ? b[j * k + p] : b[p * n + j]);
       if (g.act == Activation::Relu) want = std::max(want, 0.0);
-      ASSERT_NEAR(c[i * n + j], want, 1e-4 * std::max(1.0, std::abs(want))) << "at (" << i << ", " << j << ")";
+      ASSERT_NEAR(c[i * n + j], want, 1e-4 * std::max(1.0, std::abs(want)))
+          << "at (" << i << ", " << j << ")";
     }
 }
 

@@ -63,13 +63,16 @@ struct PackedSgemm {
   // Copies `count` (<= 8) source vectors src[v] + 0 .. kc, each contiguous
   // along the depth, into dst[p * stride + v] (depth-major), through 8 x 8
   // transposes; `count` lanes of each transposed vector are stored.
-  static void pack_transposed(const float* const* src, int64_t count, int64_t kc, float* dst, int64_t stride) {
-    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  static void pack_transposed(const float* const* src, int64_t count, int64_t kc, float* dst,
+                              int64_t stride) {
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                       0,  0,  0,  0,  0,  0,  0,  0};
     const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - count));
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
       __m256 r[8];
-      for (int64_t v = 0; v < 8; ++v) r[v] = v < count ? _mm256_loadu_ps(src[v] + p) : _mm256_setzero_ps();
+      for (int64_t v = 0; v < 8; ++v)
+        r[v] = v < count ? _mm256_loadu_ps(src[v] + p) : _mm256_setzero_ps();
       transpose8(r);
       for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(dst + (p + q) * stride, mask, r[q]);
     }
@@ -79,8 +82,8 @@ struct PackedSgemm {
 
   // Rows [i0, i0 + mc) x depth [p0, p0 + kc) of op(A) as kMr-row panels, each
   // stored depth-major ([p][r]) and zero-padded to kMr rows.
-  static void pack_a(const GemmOperand<float>& op, const float* a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-                     float* dst) {
+  static void pack_a(const GemmOperand<float>& op, const float* a, int64_t i0, int64_t mc,
+                     int64_t p0, int64_t kc, float* dst) {
     for (int64_t ir = 0; ir < mc; ir += kMr) {
       const int64_t mr = min64(kMr, mc - ir);
       float* d = dst + ir * kc;
@@ -101,8 +104,8 @@ struct PackedSgemm {
 
   // Depth [p0, p0 + kc) x columns [j0, j0 + nc) of op(B) as kNr-column
   // panels, each stored depth-major ([p][j]) and zero-padded to kNr columns.
-  static void pack_b(const GemmOperand<float>& op, const float* b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                     float* dst) {
+  static void pack_b(const GemmOperand<float>& op, const float* b, int64_t p0, int64_t kc,
+                     int64_t j0, int64_t nc, float* dst) {
     for (int64_t jr = 0; jr < nc; jr += kNr) {
       const int64_t nr = min64(kNr, nc - jr);
       float* d = dst + jr * kc;
@@ -149,8 +152,8 @@ struct PackedSgemm {
 
   // C[mr x nr] (op) = A panel (kc x kMr) * B panel (kc x kNr). The loops over
   // the block are fully unrolled, so the accumulators live in registers.
-  static void micro_kernel(int64_t kc, const float* __restrict pa, const float* __restrict pb, float* c,
-                           int64_t ldc, int64_t mr, int64_t nr, const Store& s) {
+  static void micro_kernel(int64_t kc, const float* __restrict pa, const float* __restrict pb,
+                           float* c, int64_t ldc, int64_t mr, int64_t nr, const Store& s) {
     // C is touched only after the depth loop: start fetching its rows now.
     for (int64_t r = 0; r < mr; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
@@ -198,8 +201,10 @@ struct PackedSgemm {
   // The epilogue of one finished block. Bias alone and bias + relu (the
   // common ones) run here in vector registers; the other activations go to
   // the GEMM layer's general epilogue.
-  static void epilogue(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias, Activation act) {
-    if (act != Activation::None && act != Activation::Relu) return apply_epilogue(c, rows, cols, ldc, bias, act);
+  static void epilogue(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias,
+                       Activation act) {
+    if (act != Activation::None && act != Activation::Relu)
+      return apply_epilogue(c, rows, cols, ldc, bias, act);
     if (!bias && act == Activation::None) return;
     const __m256 zero = _mm256_setzero_ps();
     for (int64_t r = 0; r < rows; ++r) {
@@ -208,7 +213,8 @@ struct PackedSgemm {
       for (; j + 8 <= cols; j += 8) {
         __m256 v = _mm256_loadu_ps(row + j);
         if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
-        if (act == Activation::Relu) v = _mm256_max_ps(zero, v);  // a NaN in v comes out (the second operand)
+        if (act == Activation::Relu)
+          v = _mm256_max_ps(zero, v);  // a NaN in v comes out (the second operand)
         _mm256_storeu_ps(row + j, v);
       }
       for (; j < cols; ++j) {
@@ -221,8 +227,8 @@ struct PackedSgemm {
   }
 
   template <int64_t kKc, int64_t kMc, int64_t kNc>
-  static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-                   int64_t c0, int64_t cols) {
+  static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                   int64_t rows, int64_t c0, int64_t cols) {
     const int64_t k = g.k;
     const int64_t nc_max = min64(kNc, (cols + kNr - 1) / kNr * kNr);
     const int64_t mc_max = min64(kMc, (rows + kMr - 1) / kMr * kMr);
@@ -257,7 +263,9 @@ struct PackedSgemm {
     }
   }
 
-  static bool prefer(int64_t rows, int64_t cols, int64_t k) { return rows >= kMr && cols >= kNr && k >= 8; }
+  static bool prefer(int64_t rows, int64_t cols, int64_t k) {
+    return rows >= kMr && cols >= kNr && k >= 8;
+  }
 };
 
 }  // namespace

@@ -28,9 +28,9 @@ using Packed = PackedSgemm<Vec256>;
 
 // Sums of the lanes of three vectors: {sum a, sum b, sum c, 0}.
 inline __m128 hsum3(__m256 a, __m256 b, __m256 c) {
-  const __m256 ab = _mm256_hadd_ps(a, b);                 // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 ab = _mm256_hadd_ps(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
   const __m256 cz = _mm256_hadd_ps(c, _mm256_setzero_ps());
-  const __m256 s = _mm256_hadd_ps(ab, cz);                // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
+  const __m256 s = _mm256_hadd_ps(ab, cz);  // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
@@ -54,7 +54,8 @@ void block(const float* const* a, const float* const* b, int64_t k, float out[R]
   }
   if (p < k) {
     // The last partial vector, loaded with a mask (masked-off lanes read as 0).
-    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                       0,  0,  0,  0,  0,  0,  0,  0};
     const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - (k - p)));
     __m256 bv[C];
     for (int j = 0; j < C; ++j) bv[j] = _mm256_maskload_ps(b[j] + p, mask);
@@ -68,7 +69,8 @@ void block(const float* const* a, const float* const* b, int64_t k, float out[R]
 
 // All R rows from `i` against columns [j, j + C) of the tile.
 template <int R, int C>
-void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i, int64_t j) {
+void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i,
+                int64_t j) {
   const float* ap[R];
   const float* bp[C];
   for (int r = 0; r < R; ++r) ap[r] = a + (i + r) * g.a.ld;
@@ -77,14 +79,15 @@ void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float*
   block<R, C>(ap, bp, g.k, out);
   for (int r = 0; r < R; ++r) {
     float* dst = c + (i + r) * g.ldc + j;
-    for (int q = 0; q < C; ++q) dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
+    for (int q = 0; q < C; ++q)
+      dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
   }
 }
 
 // Every row of the tile (blocks of four, then the rest) against C columns.
 template <int C>
-void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-                  int64_t j) {
+void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                  int64_t rows, int64_t j) {
   int64_t i = r0;
   const int64_t end = r0 + rows;
   for (; i + 4 <= end; i += 4) rows_block<4, C>(g, a, b, c, i, j);
@@ -108,8 +111,8 @@ bool prefer_dot(const GemmArgs<float>& g, int64_t rows) {
   return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 8;
 }
 
-void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-              int64_t c0, int64_t cols) {
+void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+              int64_t rows, int64_t c0, int64_t cols) {
   // op(B) column j is row j of the stored matrix: contiguous in k.
   int64_t j = c0;
   const int64_t end = c0 + cols;
@@ -120,15 +123,16 @@ void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c
 
 // Cache blocks: a B panel of 320 x 16 floats (20 KB) in L1, the 144-row
 // block of A (180 KB) in L2, 2048 columns of B (2.5 MB) in L3.
-void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-                 int64_t c0, int64_t cols) {
+void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                 int64_t rows, int64_t c0, int64_t cols) {
   Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx2() {
-  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr, &Packed::prefer, &packed_tile, &prefer_dot, &dot_tile};
+  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr, &Packed::prefer,
+                              &packed_tile,   &prefer_dot, &dot_tile};
   return k;
 }
 

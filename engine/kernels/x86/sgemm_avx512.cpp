@@ -28,8 +28,8 @@ using Packed = PackedSgemm<Vec512>;
 
 // Cache blocks: a B panel of 256 x 32 floats (32 KB) against L1, the 144-row
 // block of A (144 KB) in L2, 2048 columns of B (2 MB) in L3.
-void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-                 int64_t c0, int64_t cols) {
+void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                 int64_t rows, int64_t c0, int64_t cols) {
   Packed::tile<256, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
