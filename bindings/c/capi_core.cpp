@@ -2,6 +2,7 @@
 #include <string>
 
 #include "bindings/c/capi.h"
+#include "engine/core/isa.h"
 #include "engine/core/log.h"
 
 namespace samba::capi {
@@ -70,6 +71,9 @@ const char* samba_version(void) {
 int32_t samba_version_number(void) {
   return SAMBA_VERSION_MAJOR * 10000 + SAMBA_VERSION_MINOR * 100 + SAMBA_VERSION_PATCH;
 }
+
+// isa_name returns views of string literals, so the pointer is static.
+const char* samba_isa_name(void) { return isa_name(active_isa()).data(); }
 
 const char* samba_last_error_message(void) { return last_error().message.c_str(); }
 

@@ -4,14 +4,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
 #include <unsupported/Eigen/SpecialFunctions>
 #include <vector>
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
-#include "engine/kernels/gemm_dot.h"
-#include "engine/kernels/gemm_packed.h"
+#include "engine/kernels/sgemm_kernels.h"
 
 namespace samba::ops {
 
@@ -53,6 +54,46 @@ std::atomic<GemmKernel> g_kernel{GemmKernel::Auto};
 void set_gemm_kernel(GemmKernel k) { g_kernel.store(k, std::memory_order_relaxed); }
 GemmKernel gemm_kernel() { return g_kernel.load(std::memory_order_relaxed); }
 
+namespace detail {
+
+const SgemmKernels& sgemm_kernels_for(IsaLevel level) {
+  static const SgemmKernels generic{};
+#if defined(SAMBA_ISA_AVX512_BUILT)
+  if (level >= IsaLevel::Avx512) return sgemm_kernels_avx512();
+#endif
+#if defined(SAMBA_ISA_AVX2_BUILT)
+  if (level >= IsaLevel::Avx2) return sgemm_kernels_avx2();
+#endif
+  return generic;
+}
+
+const SgemmKernels& sgemm_kernels() {
+  static const SgemmKernels& active = sgemm_kernels_for(active_isa());
+  return active;
+}
+
+namespace {
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+}  // namespace
+
+float* gemm_scratch(int which, size_t floats) {
+  // Tasks never nest inside a tile, so a thread uses them for one tile at a time.
+  thread_local std::unique_ptr<float[], FreeDeleter> buf[2];
+  thread_local size_t size[2] = {0, 0};
+  if (size[which] < floats) {
+    buf[which].reset(
+        static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+    SAMBA_CHECK(buf[which], Status::OutOfMemory, "GEMM: cannot allocate {} bytes of packing buffer",
+                floats * sizeof(float));
+    size[which] = floats;
+  }
+  return buf[which].get();
+}
+
+}  // namespace detail
+
 namespace {
 
 template <typename T>
@@ -68,10 +109,11 @@ using RowMap = Eigen::Map<RowMajor<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 // task gets at least this much (about 5 us on one core: a task handed to a
 // waiting worker costs well under a microsecond).
 constexpr double kMinTaskFlops = 0.5e6;
-// Tile edges are rounded to these so tiles split no register block: the
-// packed kernel's are 6 x 16, Eigen's float blocks 24 x 4.
+// Tile rows are rounded to this so tiles split no register block (the packed
+// kernels' are 6 rows, Eigen's float blocks 24); columns to the active packed
+// kernel's block width (16 or 32; 16 covers Eigen's 4).
 constexpr int64_t kTileRowAlign = 24;
-constexpr int64_t kTileColAlign = 16;
+int64_t tile_col_align() { return std::max<int64_t>(16, detail::sgemm_kernels().col_block); }
 
 // Rows [r0, r0 + rows) x cols [c0, c0 + cols) of one product, then the epilogue.
 template <typename T>
@@ -80,12 +122,13 @@ void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, i
   if (rows <= 0 || cols <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
     if (g.k > 0 && gemm_kernel() == GemmKernel::Auto) {
-      if (detail::prefer_dot_sgemm(g, rows)) {
-        detail::dot_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+      const detail::SgemmKernels& kern = detail::sgemm_kernels();
+      if (kern.dot_tile && kern.prefer_dot(g, rows)) {
+        kern.dot_tile(g, a, b, c, r0, rows, c0, cols);
         return apply_epilogue(c + r0 * g.ldc + c0, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
       }
-      if (detail::has_packed_sgemm() && detail::prefer_packed_sgemm(rows, cols, g.k))
-        return detail::packed_sgemm_tile(g, a, b, c, r0, rows, c0, cols);
+      if (kern.packed_tile && kern.prefer_packed(rows, cols, g.k))
+        return kern.packed_tile(g, a, b, c, r0, rows, c0, cols);
     }
   }
   T* ct = c + r0 * g.ldc + c0;
@@ -157,7 +200,7 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
     }
   int64_t tm = tiles / tn;
   if (m / tm < 8) tm = std::max<int64_t>(1, m / 8);
-  p.bn = std::min(n, round_up((n + tn - 1) / tn, kTileColAlign));
+  p.bn = std::min(n, round_up((n + tn - 1) / tn, tile_col_align()));
   p.bm = std::min(m, round_up((m + tm - 1) / tm, kTileRowAlign));
   p.tn = (n + p.bn - 1) / p.bn;
   p.tm = (m + p.bm - 1) / p.bm;

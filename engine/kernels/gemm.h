@@ -1,6 +1,7 @@
 // The GEMM layer: C = act(alpha * op(A) * op(B) + beta * C + bias) on row-major
 // strided operands, split into big tiles across the session's thread pool,
-// each tile computed by Eigen's single-threaded GEMM. A transposed operand is
+// each tile computed by the fp32 kernels of the CPU's ISA level (sgemm_kernels.h)
+// or Eigen's single-threaded GEMM. A transposed operand is
 // read in place (as a column-major view), never copied. The epilogue (bias per
 // column of C, then an activation) runs on each tile right after it is
 // computed, while it is still in cache; the compiler fuses "linear + bias +
@@ -14,19 +15,9 @@
 #include <string_view>
 
 #include "engine/core/tensor.h"
+#include "engine/kernels/gemm_args.h"
 
 namespace samba::ops {
-
-// The activation applied by the GEMM epilogue. Values are stable: the
-// compiler records them in kernel attributes.
-enum class Activation : int32_t {
-  None = 0,
-  Relu = 1,
-  GeluTanh = 2,
-  GeluErf = 3,
-  Tanh = 4,
-  Sigmoid = 5
-};
 
 // The epilogue's activations and the registry op each one computes: the one
 // list that the kernels, linear's schema and the compiler's epilogue fusion
@@ -43,30 +34,6 @@ std::string epilogue_activation_names();  // "none, relu, ...", for docs and err
 std::string_view activation_name(Activation a);  // "none", "relu", "gelu_tanh", ...
 std::optional<Activation> activation_from_name(std::string_view name);
 
-// One matrix operand as stored: `trans` false means op(X) is the row-major
-// matrix at `data` with rows `ld` elements apart; true means op(X) is the
-// transpose of such a matrix (so its columns are `ld` apart).
-template <typename T>
-struct GemmOperand {
-  const T* data = nullptr;
-  int64_t ld = 0;
-  bool trans = false;
-};
-
-// C (m x n, row-major, rows ldc apart) = act(alpha * op(A) * op(B) + beta * C + bias).
-// op(A) is m x k, op(B) is k x n, bias (optional) has n elements. When beta is
-// 0, C is not read (NaNs in it do not propagate).
-template <typename T>
-struct GemmArgs {
-  int64_t m = 0, n = 0, k = 0;
-  GemmOperand<T> a, b;
-  T* c = nullptr;
-  int64_t ldc = 0;
-  T alpha = 1, beta = 0;
-  const T* bias = nullptr;
-  Activation act = Activation::None;
-};
-
 // One GEMM, tiled across the current thread pool when it is big enough.
 // Instantiated for float and double.
 template <typename T>
@@ -79,19 +46,13 @@ template <typename T>
 void gemm_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
                   const int64_t* c_off);
 
-// Which kernel computes float tiles. Auto uses the packed AVX2 kernel
-// (gemm_packed.h) where the build has it and the tile shape suits it;
+// Which kernel computes float tiles. Auto uses the active ISA level's kernels
+// (sgemm_kernels.h) where it has them and the tile shape suits them;
 // Eigen forces Eigen's GEMM everywhere (for comparisons in tests and
 // benchmarks). Process-wide.
 enum class GemmKernel { Auto, Eigen };
 void set_gemm_kernel(GemmKernel k);
 GemmKernel gemm_kernel();
-
-// Applies bias (n elements, may be null) then `act` to the rows x cols block
-// at c (rows ldc apart). Used by the GEMM tiles; exposed for kernels that
-// produce a matrix another way.
-template <typename T>
-void apply_epilogue(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, Activation act);
 
 // ---- tensor level ------------------------------------------------------------
 

@@ -60,6 +60,10 @@ void softmax_row(const C* x, C* y, int64_t n, bool log, C* refs) {
       refs[k] = ref;
     }
   }
+  // A row of only -inf is NaN, as in PyTorch (0 / 0). The sum is not left to
+  // give that: a vectorized exp may return a tiny number rather than 0 for
+  // -inf (Eigen's SSE exp for double does), which would make the row uniform.
+  if (m == -std::numeric_limits<C>::infinity()) s = std::numeric_limits<C>::quiet_NaN();
   if (log) {
     ArrayMap<C>(y, n) = ConstArrayMap<C>(x, n) - (ref + std::log(s));
     return;
@@ -99,6 +103,8 @@ void softmax_tile(const C* x, C* y, int64_t len, int64_t inner, int64_t w, bool 
     }
     if (!log) ArrayMap<C>(refs + k * kTileCols, w) = ref;
   }
+  // Lanes of only -inf are NaN, as in softmax_row.
+  s = (m == -std::numeric_limits<C>::infinity()).select(std::numeric_limits<C>::quiet_NaN(), s);
   if (log) {
     const Lanes<C> shift = ref + s.log();
     for (int64_t j = 0; j < len; ++j)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "engine/core/isa.h"
 #include "engine/io/atomic_file.h"
 
 namespace samba::pef {
@@ -75,6 +76,9 @@ class LogWriter {
     fmt::format_to(out_, "compiler        {}\n",
                    p_.compiler_version.empty() ? "(unknown)" : p_.compiler_version);
     fmt::format_to(out_, "opt level       o{}\n", p_.opt_level);
+    // A PEF is the same on every CPU; its FLOP and byte estimates are read
+    // against the kernels of the machine that compiled it.
+    fmt::format_to(out_, "host isa        {}\n", isa_name(active_isa()));
     fmt::format_to(
         out_,
         "contents        {} graphs, {} sections, {} calls, {} kernels, {} tensors, {} argins, "

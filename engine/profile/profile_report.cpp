@@ -2,14 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "engine/core/isa.h"
 #include "engine/core/log.h"
 #include "engine/io/atomic_file.h"
 
@@ -98,7 +98,11 @@ std::string chrome_trace_json(const ProfileTrace& t) {
     append(out, event_json(t, e));
   }
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":";
-  append(out, Json{{"wall_ns", t.wall_ns()}, {"dropped_events", t.dropped_events}});
+  // The kernels' ISA level: the same program runs at very different speeds
+  // at different levels, so a trace says which one it measured.
+  append(out, Json{{"wall_ns", t.wall_ns()},
+                   {"dropped_events", t.dropped_events},
+                   {"isa", isa_name(active_isa())}});
   out += "}\n";
   return out;
 }
@@ -167,8 +171,8 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
 
   fmt::memory_buffer out;
   auto app = std::back_inserter(out);
-  fmt::format_to(app, "Runtime profile: wall time {:.3f} ms, {} events on {} threads",
-                 t.wall_ns() / 1e6, t.events.size(), t.threads.size());
+  fmt::format_to(app, "Runtime profile: wall time {:.3f} ms, {} events on {} threads, kernels {}",
+                 t.wall_ns() / 1e6, t.events.size(), t.threads.size(), isa_name(active_isa()));
   if (t.dropped_events) fmt::format_to(app, ", {} events dropped", t.dropped_events);
   out.push_back('\n');
   fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7}\n", "name",

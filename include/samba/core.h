@@ -34,6 +34,15 @@ SAMBA_API const char* samba_version(void);
 /* The library's version as MAJOR * 10000 + MINOR * 100 + PATCH. */
 SAMBA_API int32_t samba_version_number(void);
 
+/* The vector ISA level the library's kernels run at in this process:
+ * "generic", "avx2" (AVX2 + FMA), "avx512" (AVX-512 F/BW/VL/DQ) or
+ * "avx512_bf16" (AVX-512 with AVX512_BF16). It is the best level the CPU has
+ * among those the library was built with, chosen at the first call into the
+ * kernels, unless SAMBA_ISA in the environment names a lower one (an unknown
+ * or unsupported value is reported once through the log and the best level
+ * is used). Never fails; the string is static. */
+SAMBA_API const char* samba_isa_name(void);
+
 /* ==== Status and errors =================================================== */
 
 /* What every function that can fail returns: SAMBA_OK or one of the

@@ -2,6 +2,8 @@
 ops, operators, indexing, autograd, errors, lazy parameters, pinned memory,
 DLPack, and compile / trace_graph / run of a small classifier."""
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +23,15 @@ def test_numpy_round_trip_shares_memory():
     strided = samba.from_numpy(a[:, ::2])
     assert strided.stride() == (4, 2)
     np.testing.assert_array_equal(strided.numpy(), a[:, ::2])
+
+
+def test_isa_name_is_forced_by_the_environment():
+    assert samba.isa_name() in ("generic", "avx2", "avx512", "avx512_bf16")
+    # Chosen once per process: a fresh interpreter with SAMBA_ISA=generic runs generic.
+    env = dict(os.environ, SAMBA_ISA="generic")
+    out = subprocess.run([sys.executable, "-c", "import sambaflow.samba as s; print(s.isa_name())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "generic"
 
 
 def test_generated_ops_and_operators():

@@ -35,6 +35,14 @@ float = float32  # noqa: A001
 long = int64
 
 
+def isa_name():
+    """The vector ISA level the kernels run at: "generic", "avx2", "avx512" or "avx512_bf16".
+
+    The best level the CPU has among those the library was built with, unless
+    SAMBA_ISA in the environment names a lower one (samba_isa_name in C)."""
+    return _lib.samba_isa_name().decode()
+
+
 def set_seed(seed):
     """The default session's seed (random tensors, lazy parameters without a seed of their own)."""
     session.set_seed(seed)

@@ -58,6 +58,7 @@ lib.samba_last_error_message.restype = c_str
 lib.samba_status_name.restype = c_str
 lib.samba_status_name.argtypes = [c_int32]
 lib.samba_version.restype = c_str
+lib.samba_isa_name.restype = c_str
 lib.samba_op_count.restype = c_size
 lib.samba_dtype_name.restype = c_str
 lib.samba_dtype_name.argtypes = [c_int32]

@@ -1,27 +1,36 @@
-#include "engine/kernels/gemm_dot.h"
-
-#if defined(__AVX2__) && defined(__FMA__)
+// The AVX2 + FMA level's fp32 GEMM kernels (compiled with -mavx2 -mfma, see
+// cmake/SambaIsa.cmake): the packed kernel at 8 lanes and the dot kernel for
+// products with few rows against a weight stored as rows. Like every level
+// file, it holds only intrinsics and TU-local code (packed_sgemm.h says why).
 #include <immintrin.h>
-#define SAMBA_DOT_SGEMM 1
-#endif
+
+#include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
 
-#ifndef SAMBA_DOT_SGEMM
-
-bool prefer_dot_sgemm(const GemmArgs<float>&, int64_t) { return false; }
-void dot_sgemm_tile(const GemmArgs<float>&, const float*, const float*, float*, int64_t, int64_t, int64_t,
-                    int64_t) {}
-
-#else
-
 namespace {
+
+struct Vec256 {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_load_ps(p); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+using Packed = PackedSgemm<Vec256>;
 
 // Sums of the lanes of three vectors: {sum a, sum b, sum c, 0}.
 inline __m128 hsum3(__m256 a, __m256 b, __m256 c) {
-  const __m256 ab = _mm256_hadd_ps(a, b);                 // a01 a23 b01 b23 | a45 a67 b45 b67
+  const __m256 ab = _mm256_hadd_ps(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
   const __m256 cz = _mm256_hadd_ps(c, _mm256_setzero_ps());
-  const __m256 s = _mm256_hadd_ps(ab, cz);                // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
+  const __m256 s = _mm256_hadd_ps(ab, cz);  // a0-3 b0-3 c0-3 0 | a4-7 b4-7 c4-7 0
   return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
@@ -45,7 +54,8 @@ void block(const float* const* a, const float* const* b, int64_t k, float out[R]
   }
   if (p < k) {
     // The last partial vector, loaded with a mask (masked-off lanes read as 0).
-    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                       0,  0,  0,  0,  0,  0,  0,  0};
     const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - (k - p)));
     __m256 bv[C];
     for (int j = 0; j < C; ++j) bv[j] = _mm256_maskload_ps(b[j] + p, mask);
@@ -59,7 +69,8 @@ void block(const float* const* a, const float* const* b, int64_t k, float out[R]
 
 // All R rows from `i` against columns [j, j + C) of the tile.
 template <int R, int C>
-void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i, int64_t j) {
+void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t i,
+                int64_t j) {
   const float* ap[R];
   const float* bp[C];
   for (int r = 0; r < R; ++r) ap[r] = a + (i + r) * g.a.ld;
@@ -68,14 +79,15 @@ void rows_block(const GemmArgs<float>& g, const float* a, const float* b, float*
   block<R, C>(ap, bp, g.k, out);
   for (int r = 0; r < R; ++r) {
     float* dst = c + (i + r) * g.ldc + j;
-    for (int q = 0; q < C; ++q) dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
+    for (int q = 0; q < C; ++q)
+      dst[q] = g.beta == 0.0f ? g.alpha * out[r][q] : g.alpha * out[r][q] + g.beta * dst[q];
   }
 }
 
 // Every row of the tile (blocks of four, then the rest) against C columns.
 template <int C>
-void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0, int64_t rows,
-                  int64_t j) {
+void column_group(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                  int64_t rows, int64_t j) {
   int64_t i = r0;
   const int64_t end = r0 + rows;
   for (; i + 4 <= end; i += 4) rows_block<4, C>(g, a, b, c, i, j);
@@ -91,14 +103,16 @@ void column_group(const GemmArgs<float>& g, const float* a, const float* b, floa
   }
 }
 
-}  // namespace
+// Rows up to which the dot kernel is used: beyond, packing the weight once
+// per tile costs less than reading it once per four rows.
+constexpr int64_t kDotMaxRows = 32;
 
-bool prefer_dot_sgemm(const GemmArgs<float>& g, int64_t rows) {
+bool prefer_dot(const GemmArgs<float>& g, int64_t rows) {
   return rows <= kDotMaxRows && !g.a.trans && g.b.trans && g.k >= 8;
 }
 
-void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
-                    int64_t rows, int64_t c0, int64_t cols) {
+void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+              int64_t rows, int64_t c0, int64_t cols) {
   // op(B) column j is row j of the stored matrix: contiguous in k.
   int64_t j = c0;
   const int64_t end = c0 + cols;
@@ -107,6 +121,19 @@ void dot_sgemm_tile(const GemmArgs<float>& g, const float* a, const float* b, fl
   if (end - j == 1) column_group<1>(g, a, b, c, r0, rows, j);
 }
 
-#endif
+// Cache blocks: a B panel of 320 x 16 floats (20 KB) in L1, the 144-row
+// block of A (180 KB) in L2, 2048 columns of B (2.5 MB) in L3.
+void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                 int64_t rows, int64_t c0, int64_t cols) {
+  Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
+}
+
+}  // namespace
+
+const SgemmKernels& sgemm_kernels_avx2() {
+  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr, &Packed::prefer,
+                              &packed_tile,   &prefer_dot, &dot_tile};
+  return k;
+}
 
 }  // namespace samba::ops::detail

@@ -1,0 +1,52 @@
+// The operands of one GEMM and its epilogue, apart from the GEMM layer
+// (gemm.h): the per-ISA kernel files include only this, so no Eigen or
+// tensor code is compiled with a level's flags (engine/kernels/x86/packed_sgemm.h
+// says why that matters).
+#pragma once
+
+#include <cstdint>
+
+namespace samba::ops {
+
+// The activation applied by the GEMM epilogue. Values are stable: the
+// compiler records them in kernel attributes.
+enum class Activation : int32_t {
+  None = 0,
+  Relu = 1,
+  GeluTanh = 2,
+  GeluErf = 3,
+  Tanh = 4,
+  Sigmoid = 5
+};
+
+// One matrix operand as stored: `trans` false means op(X) is the row-major
+// matrix at `data` with rows `ld` elements apart; true means op(X) is the
+// transpose of such a matrix (so its columns are `ld` apart).
+template <typename T>
+struct GemmOperand {
+  const T* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+};
+
+// C (m x n, row-major, rows ldc apart) = act(alpha * op(A) * op(B) + beta * C + bias).
+// op(A) is m x k, op(B) is k x n, bias (optional) has n elements. When beta is
+// 0, C is not read (NaNs in it do not propagate).
+template <typename T>
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  GemmOperand<T> a, b;
+  T* c = nullptr;
+  int64_t ldc = 0;
+  T alpha = 1, beta = 0;
+  const T* bias = nullptr;
+  Activation act = Activation::None;
+};
+
+// Applies bias (n elements, may be null) then `act` to the rows x cols block
+// at c (rows ldc apart). Used by the GEMM tiles; exposed for kernels that
+// produce a matrix another way.
+template <typename T>
+void apply_epilogue(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, Activation act);
+
+}  // namespace samba::ops

@@ -1,0 +1,272 @@
+// The packed fp32 GEMM kernel, written once for any vector width and
+// included by each level's kernel file (sgemm_avx2.cpp, sgemm_avx512.cpp),
+// which compiles it with that level's flags. Operands are packed into
+// cache-sized panels and a kMr x kNr register-blocked micro-kernel (two
+// vectors wide) computes C, applying the epilogue to each block right after
+// its last update (while it is in L1).
+//
+// Everything here is in an unnamed namespace and uses only intrinsics and
+// plain loops: a level's file must not instantiate a library template (Eigen,
+// fmt, the standard containers) that a baseline file also instantiates, as
+// the linker keeps one copy of such a function and might keep the one with
+// instructions the CPU lacks. Packing buffers and the general epilogue come
+// from the baseline GEMM layer through plain calls.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "engine/kernels/sgemm_kernels.h"
+
+namespace samba::ops::detail {
+namespace {
+
+// Rows of the register block: with two vectors per row, 12 accumulators.
+// At 8 lanes that leaves registers for two B vectors and one broadcast A
+// value; at 16 lanes (32 registers) the same block already has enough FMAs
+// in flight to cover their latency.
+constexpr int64_t kMr = 6;
+
+// Cache blocks of the level: a kc x kNr panel of B (at most kKc deep) stays
+// in L1 while the kMc x kc block of A streams from L2; the kc x kNc block of
+// B lives in L3. The depth is split into equal blocks so no block is a short
+// remainder (each depth block costs a pass over C).
+template <class Vec>
+struct PackedSgemm {
+  using V = typename Vec::V;
+  static constexpr int64_t kNr = 2 * Vec::kLanes;
+
+  static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+  // In-register transpose of an 8 x 8 block: on return r[q] holds what was
+  // column q (element i of r[q] = old r[i][q]).
+  static void transpose8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+  }
+
+  // Copies `count` (<= 8) source vectors src[v] + 0 .. kc, each contiguous
+  // along the depth, into dst[p * stride + v] (depth-major), through 8 x 8
+  // transposes; `count` lanes of each transposed vector are stored.
+  static void pack_transposed(const float* const* src, int64_t count, int64_t kc, float* dst,
+                              int64_t stride) {
+    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                       0,  0,  0,  0,  0,  0,  0,  0};
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - count));
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+      __m256 r[8];
+      for (int64_t v = 0; v < 8; ++v)
+        r[v] = v < count ? _mm256_loadu_ps(src[v] + p) : _mm256_setzero_ps();
+      transpose8(r);
+      for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(dst + (p + q) * stride, mask, r[q]);
+    }
+    for (; p < kc; ++p)
+      for (int64_t v = 0; v < count; ++v) dst[p * stride + v] = src[v][p];
+  }
+
+  // Rows [i0, i0 + mc) x depth [p0, p0 + kc) of op(A) as kMr-row panels, each
+  // stored depth-major ([p][r]) and zero-padded to kMr rows.
+  static void pack_a(const GemmOperand<float>& op, const float* a, int64_t i0, int64_t mc,
+                     int64_t p0, int64_t kc, float* dst) {
+    for (int64_t ir = 0; ir < mc; ir += kMr) {
+      const int64_t mr = min64(kMr, mc - ir);
+      float* d = dst + ir * kc;
+      if (!op.trans) {
+        const float* rows[kMr];
+        for (int64_t r = 0; r < mr; ++r) rows[r] = a + (i0 + ir + r) * op.ld + p0;
+        pack_transposed(rows, mr, kc, d, kMr);
+      } else {
+        for (int64_t p = 0; p < kc; ++p) {
+          const float* src = a + (p0 + p) * op.ld + i0 + ir;
+          for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = src[r];
+        }
+      }
+      for (int64_t r = mr; r < kMr; ++r)
+        for (int64_t p = 0; p < kc; ++p) d[p * kMr + r] = 0.0f;
+    }
+  }
+
+  // Depth [p0, p0 + kc) x columns [j0, j0 + nc) of op(B) as kNr-column
+  // panels, each stored depth-major ([p][j]) and zero-padded to kNr columns.
+  static void pack_b(const GemmOperand<float>& op, const float* b, int64_t p0, int64_t kc,
+                     int64_t j0, int64_t nc, float* dst) {
+    for (int64_t jr = 0; jr < nc; jr += kNr) {
+      const int64_t nr = min64(kNr, nc - jr);
+      float* d = dst + jr * kc;
+      if (!op.trans) {
+        for (int64_t p = 0; p < kc; ++p) {
+          const float* src = b + (p0 + p) * op.ld + j0 + jr;
+          float* row = d + p * kNr;
+          if (nr == kNr) {
+            for (int64_t j = 0; j < kNr; j += 8) _mm256_store_ps(row + j, _mm256_loadu_ps(src + j));
+          } else {
+            for (int64_t j = 0; j < nr; ++j) row[j] = src[j];
+            for (int64_t j = nr; j < kNr; ++j) row[j] = 0.0f;
+          }
+        }
+      } else {
+        // Columns of op(B) are contiguous rows of the stored matrix: transpose
+        // them in 8 x 8 blocks.
+        for (int64_t jh = 0; jh < nr; jh += 8) {
+          const float* cols[8];
+          const int64_t count = min64(8, nr - jh);
+          for (int64_t j = 0; j < count; ++j) cols[j] = b + (j0 + jr + jh + j) * op.ld + p0;
+          pack_transposed(cols, count, kc, d + jh, kNr);
+        }
+        for (int64_t j = nr; j < kNr; ++j)
+          for (int64_t p = 0; p < kc; ++p) d[p * kNr + j] = 0.0f;
+      }
+    }
+  }
+
+  // How the micro-kernel combines its sum with C: on the first depth block
+  // C = alpha * sum + beta * C (C unread when beta is 0), later ones add.
+  struct Store {
+    float alpha;
+    float beta;
+    bool first;
+  };
+
+  static V combine(V acc, const float* c, const Store& s) {
+    const V v = s.alpha == 1.0f ? acc : Vec::mul(acc, Vec::set1(s.alpha));
+    if (!s.first) return Vec::add(v, Vec::loadu(c));
+    if (s.beta == 0.0f) return v;
+    return Vec::fmadd(Vec::set1(s.beta), Vec::loadu(c), v);
+  }
+
+  // C[mr x nr] (op) = A panel (kc x kMr) * B panel (kc x kNr). The loops over
+  // the block are fully unrolled, so the accumulators live in registers.
+  static void micro_kernel(int64_t kc, const float* __restrict pa, const float* __restrict pb,
+                           float* c, int64_t ldc, int64_t mr, int64_t nr, const Store& s) {
+    // C is touched only after the depth loop: start fetching its rows now.
+    for (int64_t r = 0; r < mr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+    }
+    V acc[kMr][2];
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p) {
+      const V b0 = Vec::load(pb), b1 = Vec::load(pb + Vec::kLanes);
+#pragma GCC unroll 6
+      for (int r = 0; r < kMr; ++r) {
+        const V av = Vec::broadcast(pa + r);
+        acc[r][0] = Vec::fmadd(av, b0, acc[r][0]);
+        acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
+      }
+      pa += kMr;
+      pb += kNr;
+    }
+    if (mr == kMr && nr == kNr) {
+#pragma GCC unroll 6
+      for (int r = 0; r < kMr; ++r) {
+        float* out = c + r * ldc;
+        Vec::storeu(out, combine(acc[r][0], out, s));
+        Vec::storeu(out + Vec::kLanes, combine(acc[r][1], out + Vec::kLanes, s));
+      }
+      return;
+    }
+    // Edge block: go through a full-size staging block.
+    alignas(64) float tmp[kMr * kNr];
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      Vec::storeu(tmp + r * kNr, acc[r][0]);
+      Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
+    }
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t j = 0; j < nr; ++j) {
+        float& out = c[r * ldc + j];
+        const float v = s.alpha * tmp[r * kNr + j];
+        out = !s.first ? out + v : (s.beta == 0.0f ? v : v + s.beta * out);
+      }
+  }
+
+  // The epilogue of one finished block. Bias alone and bias + relu (the
+  // common ones) run here in vector registers; the other activations go to
+  // the GEMM layer's general epilogue.
+  static void epilogue(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias,
+                       Activation act) {
+    if (act != Activation::None && act != Activation::Relu)
+      return apply_epilogue(c, rows, cols, ldc, bias, act);
+    if (!bias && act == Activation::None) return;
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = c + r * ldc;
+      int64_t j = 0;
+      for (; j + 8 <= cols; j += 8) {
+        __m256 v = _mm256_loadu_ps(row + j);
+        if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+        if (act == Activation::Relu)
+          v = _mm256_max_ps(zero, v);  // a NaN in v comes out (the second operand)
+        _mm256_storeu_ps(row + j, v);
+      }
+      for (; j < cols; ++j) {
+        float v = row[j] + (bias ? bias[j] : 0.0f);
+        // NaN stays NaN, as in the general epilogue.
+        if (act == Activation::Relu) v = v < 0.0f ? 0.0f : v;
+        row[j] = v;
+      }
+    }
+  }
+
+  template <int64_t kKc, int64_t kMc, int64_t kNc>
+  static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                   int64_t rows, int64_t c0, int64_t cols) {
+    const int64_t k = g.k;
+    const int64_t nc_max = min64(kNc, (cols + kNr - 1) / kNr * kNr);
+    const int64_t mc_max = min64(kMc, (rows + kMr - 1) / kMr * kMr);
+    const int64_t depth_blocks = (k + kKc - 1) / kKc;
+    // Equal depth blocks, rounded up to whole 8 x 8 pack transposes.
+    const int64_t kc_max = min64(k, ((k + depth_blocks - 1) / depth_blocks + 7) / 8 * 8);
+    float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max));
+    float* pb = gemm_scratch(1, static_cast<size_t>(nc_max * kc_max));
+    for (int64_t jc = 0; jc < cols; jc += kNc) {
+      const int64_t nc = min64(kNc, cols - jc);
+      for (int64_t pc = 0; pc < k; pc += kc_max) {
+        const int64_t kc = min64(kc_max, k - pc);
+        const bool last = pc + kc == k;
+        const Store s{g.alpha, g.beta, pc == 0};
+        pack_b(g.b, b, pc, kc, c0 + jc, nc, pb);
+        for (int64_t ic = 0; ic < rows; ic += kMc) {
+          const int64_t mc = min64(kMc, rows - ic);
+          pack_a(g.a, a, r0 + ic, mc, pc, kc, pa);
+          for (int64_t jr = 0; jr < nc; jr += kNr) {
+            const int64_t nr = min64(kNr, nc - jr);
+            const int64_t col = c0 + jc + jr;
+            for (int64_t ir = 0; ir < mc; ir += kMr) {
+              const int64_t mr = min64(kMr, mc - ir);
+              float* ct = c + (r0 + ic + ir) * g.ldc + col;
+              micro_kernel(kc, pa + ir * kc, pb + jr * kc, ct, g.ldc, mr, nr, s);
+              // The block is final and still in L1: finish it now.
+              if (last) epilogue(ct, mr, nr, g.ldc, g.bias ? g.bias + col : nullptr, g.act);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  static bool prefer(int64_t rows, int64_t cols, int64_t k) {
+    return rows >= kMr && cols >= kNr && k >= 8;
+  }
+};
+
+}  // namespace
+}  // namespace samba::ops::detail
