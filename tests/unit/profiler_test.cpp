@@ -500,7 +500,9 @@ TEST(ProfileSummary, EmptyTraceFormats) {
   ProfileTrace t = hand_trace({}, 0);
   EXPECT_TRUE(summarize(t).empty());
   EXPECT_NE(format_profile_summary(t).find("0 events"), std::string::npos);
-  EXPECT_NO_THROW((void)json::parse(chrome_trace_json(t)));
+  json parsed;
+  EXPECT_NO_THROW(parsed = json::parse(chrome_trace_json(t)));
+  EXPECT_TRUE(parsed.is_object());
 }
 
 TEST(ProfileFiles, WritesAtomicallyAndReadsBack) {
