@@ -386,7 +386,7 @@ def worker(peer, key):
     torch.set_num_threads(THREADS)
     torch.set_num_interop_threads(1)
     if key.startswith("gpt2"):
-        print(repr(gpt2.time_peer(peer, key, THREADS)))
+        print(json.dumps(gpt2.time_peer(peer, key, THREADS)))
         return
     w = next(w for w in workloads() if w["key"] == key)
     print(repr(PEERS[peer](w)))
@@ -401,7 +401,7 @@ def time_isolated(peer, key):
     if p.returncode != 0:
         print("peers: %s on %s failed:\n%s" % (peer, key, p.stderr[-2000:]), file=sys.stderr)
         return None
-    return float(p.stdout.strip().splitlines()[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])  # seconds, or GPT-2's {"wall": s, "cpu": s}
 
 
 def resffn_convnet_rows(args, lim, only):
@@ -438,7 +438,8 @@ def gpt2_rows(only):
             continue
         r = dict(w, layers=gpt2.layers(), load_before=" ".join(open("/proc/loadavg").read().split()[:3]))
         for peer in w["peers"]:
-            r[peer + "_s"] = time_isolated(peer, w["key"])
+            t = time_isolated(peer, w["key"]) or {}
+            r[peer + "_s"], r[peer + "_cpu_s"] = t.get("wall"), t.get("cpu")
         print(gpt2.summary_line(r), flush=True)
         rows.append(r)
     return rows
