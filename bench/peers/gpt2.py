@@ -87,10 +87,10 @@ def timed(fn, repeats, warmup):
     wall, cpu = [], []
     for _ in range(repeats):
         t0, c0 = time.perf_counter(), time.process_time()
-        fn()
+        last = fn()
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    return {"wall": float(np.median(wall)), "cpu": float(np.median(cpu))}
+    return {"wall": float(np.median(wall)), "cpu": float(np.median(cpu)), "last": last}
 
 
 # ---- training ------------------------------------------------------------------
@@ -108,6 +108,7 @@ def train_torch(lm, ids):
         loss = lm_loss(lm, ids)
         loss.backward()
         opt.step()
+        return loss
     return step
 
 
@@ -304,17 +305,26 @@ def step_function(peer, w, pef_dir, threads):
 
 
 def time_peer(peer, key, threads):
-    """Wall and CPU seconds per training step, or per whole generation."""
+    """Wall and CPU seconds per training step, or per whole generation, and
+    what the last call computed ("check": the loss of the last training step,
+    or the last generated tokens), which must agree between peers."""
     w = next(w for w in workloads() if w["key"] == key)
     with tempfile.TemporaryDirectory() as d:
         fn, _ = step_function(peer, w, d, threads)
-        return timed(fn, repeats=3, warmup=1)
+        t = timed(fn, repeats=3, warmup=1)
+    last = t.pop("last")
+    last = last[0] if isinstance(last, (list, tuple)) else last  # Samba's run returns its outputs
+    last = last.numpy() if hasattr(last, "numpy") else np.asarray(last)
+    t["check"] = float(last) if w["kind"] == "train" else last.ravel().tolist()
+    return t
 
 
 def kernel_profile(out_dir, threads, steps=2):
     """Samba's kernels by time for each GPT-2 workload, from the Samba
     profile (Chrome trace JSON, also written for Perfetto): the time per step
-    of each op kind (a kernel name without its _N suffixes) summed over threads."""
+    of each op kind (a kernel name without its _N suffixes). A kernel's event
+    spans its whole parallel run; kernels that run at once overlap, so their
+    sum can exceed the step."""
     samba = samba_module()
     os.makedirs(out_dir, exist_ok=True)
     report = {}
@@ -342,7 +352,7 @@ def kernel_profile(out_dir, threads, steps=2):
             by_kind[kind] = by_kind.get(kind, 0.0) + e["dur"] * 1e-6 / steps
         top = sorted(by_kind.items(), key=lambda kv: -kv[1])
         report[w["key"]] = {"step_s": step_s, "categories_s": by_cat, "kernels_s": dict(top), "trace": trace}
-        print("%s: step %.1f ms; kernels %.1f ms (sum over threads)" % (
+        print("%s: step %.1f ms; kernels %.1f ms (summed; concurrent kernels overlap)" % (
             w["key"], step_s * 1e3, by_cat.get("kernel", 0.0) * 1e3))
         for kind, s in top[:10]:
             print("  %-32s %9.2f ms  %5.1f%% of step" % (kind, s * 1e3, 100 * s / step_s))
@@ -398,6 +408,12 @@ def markdown(rows, threads, versions, load):
             goals.append(">= %.1fx %s: %s" % (want, dict(PEER_NAMES)[k], verdict))
         cells.append("; ".join(goals))
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for w in rows:
+        checks = ", ".join("%s %s" % (name, "%.6f" % w[k + "_check"] if w["kind"] == "train" else w[k + "_check"])
+                           for k, name in PEER_NAMES if w.get(k + "_check") is not None)
+        lines.append("%s, %s: %s." % (label(w), "loss after the last timed step" if w["kind"] == "train"
+                                       else "last tokens", checks))
     lines.append("")
     lines.append("Samba vs X: X's wall time over Samba's (above 1: Samba is faster), and the same of the CPU time "
                  "of all the process's threads. %d threads per peer; "

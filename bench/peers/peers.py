@@ -439,7 +439,7 @@ def gpt2_rows(only):
         r = dict(w, layers=gpt2.layers(), load_before=" ".join(open("/proc/loadavg").read().split()[:3]))
         for peer in w["peers"]:
             t = time_isolated(peer, w["key"]) or {}
-            r[peer + "_s"], r[peer + "_cpu_s"] = t.get("wall"), t.get("cpu")
+            r[peer + "_s"], r[peer + "_cpu_s"], r[peer + "_check"] = t.get("wall"), t.get("cpu"), t.get("check")
         print(gpt2.summary_line(r), flush=True)
         rows.append(r)
     return rows
