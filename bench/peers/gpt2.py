@@ -314,6 +314,7 @@ def time_peer(peer, key, threads):
         t = timed(fn, repeats=3, warmup=1)
     last = t.pop("last")
     last = last[0] if isinstance(last, (list, tuple)) else last  # Samba's run returns its outputs
+    last = last.detach() if isinstance(last, torch.Tensor) else last
     last = last.numpy() if hasattr(last, "numpy") else np.asarray(last)
     t["check"] = float(last) if w["kind"] == "train" else last.ravel().tolist()
     return t

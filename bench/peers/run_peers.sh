@@ -13,9 +13,9 @@
 # peers (bench/peers/gpt2.py, through the Python front end). Writes to
 # OUT_DIR (default BUILD_DIR/bench-peers): machine.txt, machine.json,
 # e2e.json, kernels.json, peers.json, peers.md (the tables for
-# docs/PERFORMANCE.md) and growth.png. --gpt2-only runs only GPT-2 (and the
-# profile of Samba's kernels on it, gpt2_kernels.json and a Perfetto trace
-# per workload); --no-gpt2 leaves GPT-2 out. GPT2_LAYERS=2 in the
+# docs/PERFORMANCE.md), growth.png, and the profile of Samba's kernels on
+# GPT-2 (gpt2_kernels.json and a Perfetto trace per workload). --gpt2-only
+# runs only GPT-2; --no-gpt2 leaves GPT-2 out. GPT2_LAYERS=2 in the
 # environment makes GPT-2 small, for a quick try.
 #
 # PyTorch: Debian's python3-torch links the system libblas.so.3, which is
@@ -25,7 +25,7 @@
 set -euo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 gpt2=all
@@ -100,8 +100,6 @@ peers_env=(env "LD_LIBRARY_PATH=$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" 
 if [ "$gpt2" = only ]; then
   echo; echo "==== GPT-2: Samba and its peers ===="
   "${peers_env[@]}" "$venv/bin/python" bench/peers/peers.py --gpt2-only --out "$out"
-  echo; echo "==== GPT-2: Samba's kernel profile ===="
-  "${peers_env[@]}" "$venv/bin/python" bench/peers/gpt2.py --profile "$out"
 else
   echo; echo "==== machine limits ===="
   "$build/bench/machine_bench" --benchmark_out="$out/machine.json" --benchmark_out_format=json
@@ -114,6 +112,10 @@ else
   no_gpt2=(); [ "$gpt2" = none ] && no_gpt2=(--no-gpt2)
   "${peers_env[@]}" "$venv/bin/python" bench/peers/peers.py --samba "$out/e2e.json" --machine "$out/machine.json" \
     --out "$out" "${no_gpt2[@]}"
+fi
+if [ "$gpt2" != none ]; then
+  echo; echo "==== GPT-2: Samba's kernel profile ===="
+  "${peers_env[@]}" "$venv/bin/python" bench/peers/gpt2.py --profile "$out"
 fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
 echo "results in $out/"
