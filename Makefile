@@ -14,7 +14,8 @@
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
-#                  (bench/peers/run_peers.sh: installs the peers into bench/.venv)
+#                  (bench/peers/run_peers.sh: installs the peers into bench/.venv;
+#                  PEERS_ARGS=--gpt2-only for GPT-2 alone)
 #   make docs      the API reference as HTML in $(BUILD)/docs/html (Doxygen: the C
 #                  headers' doc comments and the Python package's docstrings)
 #   make install   install into $(PREFIX) (header, libraries, CMake package, samba.pc)
@@ -23,6 +24,7 @@ JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS ?=
+PEERS_ARGS ?=
 # Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
 # gives stack traces with lines at a fraction of the cost of full debug info.
 FUZZ_SECONDS    ?= 600
@@ -123,8 +125,9 @@ bench: setup
 	bash bench/run.sh $(BUILD)
 
 # Needs the network (PyPI) on its first run; nothing else depends on it.
+# PEERS_ARGS=--gpt2-only runs only the GPT-2 benchmarks; --no-gpt2 leaves them out.
 bench-peers: setup
-	bash bench/peers/run_peers.sh $(BUILD)
+	bash bench/peers/run_peers.sh $(PEERS_ARGS) $(BUILD)
 
 docs: setup
 	$(MAKE) configure

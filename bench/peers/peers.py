@@ -1,7 +1,8 @@
 """The peers of the end-to-end benchmarks, timed on the same models and
 shapes as bench/e2e_bench.cpp, and the table that sets Samba beside them.
 
-    python peers.py --samba E2E.json --machine MACHINE.json --out DIR
+    python peers.py --samba E2E.json --machine MACHINE.json --out DIR [--no-gpt2]
+    python peers.py --gpt2-only --out DIR
 
 Models (bench/e2e_models.h builds the same ones):
   resffn   ResFFNLogReg, 784 features, 10 classes: gemm1, layer_norm, tanh,
@@ -9,7 +10,10 @@ Models (bench/e2e_models.h builds the same ones):
   convnet  8x8 single-channel images: conv 1->16 and 16->32 (3x3, pad 1),
            relu after each, 2x2 max pooling, linear 512->10, cross-entropy
 Training is one step of SGD with momentum 0.9 (lr 0.01) on a fixed batch;
-inference returns the logits of a batch.
+inference returns the logits of a batch. GPT-2 (bench/peers/gpt2.py: a
+training step with AdamW, and token generation with the key/value cache)
+is timed for Samba here too, from the Python front end, one process per
+peer; --gpt2-only runs only it, --no-gpt2 leaves it out.
 
 Peers, each with 2 threads, timed after warm-up, median of repeats, each
 peer and workload in a process of its own:
@@ -40,6 +44,9 @@ os.environ.setdefault(
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2  # noqa: E402
 
 FEATURES, CLASSES = 784, 10
 RESFFN_SIZES = [(16, 256), (256, 1024), (1024, 2048)]
@@ -291,7 +298,7 @@ def machine_limits(path):
 
 def versions():
     v = {"python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__}
-    for mod in ("jax", "jaxlib", "onnxruntime", "onnx"):
+    for mod in ("jax", "jaxlib", "onnxruntime", "onnx", "transformers"):
         try:
             v[mod] = __import__(mod).__version__
         except Exception as e:  # a missing peer is reported, not fatal
@@ -378,6 +385,9 @@ def worker(peer, key):
     """Times one peer on one workload and prints the seconds per step."""
     torch.set_num_threads(THREADS)
     torch.set_num_interop_threads(1)
+    if key.startswith("gpt2"):
+        print(json.dumps(gpt2.time_peer(peer, key, THREADS)))
+        return
     w = next(w for w in workloads() if w["key"] == key)
     print(repr(PEERS[peer](w)))
 
@@ -391,24 +401,11 @@ def time_isolated(peer, key):
     if p.returncode != 0:
         print("peers: %s on %s failed:\n%s" % (peer, key, p.stderr[-2000:]), file=sys.stderr)
         return None
-    return float(p.stdout.strip().splitlines()[-1])
+    return json.loads(p.stdout.strip().splitlines()[-1])  # seconds, or GPT-2's {"wall": s, "cpu": s}
 
 
-def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3])
-        return
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--samba", required=True, help="e2e_bench JSON output")
-    ap.add_argument("--machine", required=True, help="machine_bench JSON output")
-    ap.add_argument("--out", required=True, help="directory for peers.json, peers.md, growth.png")
-    ap.add_argument("--only", default="", help="comma-separated workload keys (default: all)")
-    args = ap.parse_args()
-
-    samba, context = benchmark_entries(args.samba)
-    lim = machine_limits(args.machine)
-    vers = versions()
-    only = set(filter(None, args.only.split(",")))
+def resffn_convnet_rows(args, lim, only):
+    samba, _ = benchmark_entries(args.samba)
     rows = []
     for w in workloads():
         if only and w["key"] not in only:
@@ -430,19 +427,65 @@ def main():
             w["key"], fmt_ms(r["samba_s"]), fmt_ms(r.get("torch_s")), fmt_ms(r.get("jax_s")),
             fmt_ms(r.get("ort_s"))), flush=True)
         rows.append(r)
+    return rows
+
+
+def gpt2_rows(only):
+    """Every peer of a GPT-2 workload, Samba included, in a process of its own."""
+    rows = []
+    for w in gpt2.workloads():
+        if only and w["key"] not in only:
+            continue
+        r = dict(w, layers=gpt2.layers(), load_before=" ".join(open("/proc/loadavg").read().split()[:3]))
+        for peer in w["peers"]:
+            t = time_isolated(peer, w["key"]) or {}
+            r[peer + "_s"], r[peer + "_cpu_s"], r[peer + "_check"] = t.get("wall"), t.get("cpu"), t.get("check")
+        print(gpt2.summary_line(r), flush=True)
+        rows.append(r)
+    return rows
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samba", help="e2e_bench JSON output (not needed with --gpt2-only)")
+    ap.add_argument("--machine", help="machine_bench JSON output (not needed with --gpt2-only)")
+    ap.add_argument("--out", required=True, help="directory for peers.json, peers.md, growth.png")
+    ap.add_argument("--only", default="", help="comma-separated workload keys (default: all)")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--gpt2-only", action="store_true", help="only the GPT-2 workloads")
+    group.add_argument("--no-gpt2", action="store_true", help="leave the GPT-2 workloads out")
+    args = ap.parse_args()
+    if not args.gpt2_only and not (args.samba and args.machine):
+        ap.error("--samba and --machine are needed unless --gpt2-only")
+
+    vers = versions()
+    only = set(filter(None, args.only.split(",")))
+    lim, context, rows, gpt2_table = {}, {}, [], []
+    if not args.gpt2_only:
+        _, context = benchmark_entries(args.samba)
+        lim = machine_limits(args.machine)
+        rows = resffn_convnet_rows(args, lim, only)
+    if not args.no_gpt2:
+        gpt2_table = gpt2_rows(only)
 
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     os.makedirs(args.out, exist_ok=True)
-    md = markdown(rows, lim, vers, load)
+    md = markdown(rows, lim, vers, load) if rows else ""
+    if gpt2_table:
+        md += ("\n" if md else "") + gpt2.markdown(gpt2_table, THREADS, vers, load)
     with open(os.path.join(args.out, "peers.md"), "w") as f:
         f.write(md)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "versions": vers,
                    "machine_limits": lim, "load_average_end": load, "samba_context": context,
-                   "threads": THREADS, "xla_flags": os.environ.get("XLA_FLAGS", ""), "rows": rows}, f, indent=1)
+                   "threads": THREADS, "xla_flags": os.environ.get("XLA_FLAGS", ""), "rows": rows,
+                   "gpt2_rows": gpt2_table}, f, indent=1)
     print()
     print(md)
-    if plot(rows, os.path.join(args.out, "growth.png")):
+    if rows and plot(rows, os.path.join(args.out, "growth.png")):
         print("plot: %s" % os.path.join(args.out, "growth.png"))
 
 

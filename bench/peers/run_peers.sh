@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Samba beside its peers, in one run on this machine:
 #
-#   bash bench/peers/run_peers.sh [BUILD_DIR] [OUT_DIR]     (or: make bench-peers)
+#   bash bench/peers/run_peers.sh [--gpt2-only | --no-gpt2] [BUILD_DIR] [OUT_DIR]
+#   (or: make bench-peers; make bench-peers PEERS_ARGS=--gpt2-only)
 #
 # Installs what is missing (Debian: python3-venv, python3-torch, OpenBLAS;
-# PyPI, into bench/.venv: jax, jaxlib, onnx, onnxruntime, matplotlib),
-# builds machine_bench and e2e_bench in BUILD_DIR (default build), then runs,
-# one after another: the machine's limits, Samba's end-to-end benchmarks
-# (median of 5 repetitions), their per-kernel profile, and the peers
-# (bench/peers/peers.py). Writes to OUT_DIR (default BUILD_DIR/bench-peers):
-# machine.txt, machine.json, e2e.json, kernels.json, peers.json, peers.md
-# (the table for docs/PERFORMANCE.md) and growth.png.
+# PyPI, into bench/.venv: jax, jaxlib, onnx, onnxruntime, transformers,
+# matplotlib), builds machine_bench, e2e_bench and libsamba in BUILD_DIR
+# (default build), then runs, one after another: the machine's limits,
+# Samba's end-to-end benchmarks (median of 5 repetitions), their per-kernel
+# profile, the peers (bench/peers/peers.py), and GPT-2 on Samba and its
+# peers (bench/peers/gpt2.py, through the Python front end). Writes to
+# OUT_DIR (default BUILD_DIR/bench-peers): machine.txt, machine.json,
+# e2e.json, kernels.json, peers.json, peers.md (the tables for
+# docs/PERFORMANCE.md), growth.png, and the profile of Samba's kernels on
+# GPT-2 (gpt2_kernels.json and a Perfetto trace per workload). --gpt2-only
+# runs only GPT-2; --no-gpt2 leaves GPT-2 out. GPT2_LAYERS=2 in the
+# environment makes GPT-2 small, for a quick try.
 #
 # PyTorch: Debian's python3-torch links the system libblas.so.3, which is
 # the slow reference BLAS unless an optimized one is selected; the peers run
@@ -19,9 +25,14 @@
 set -euo pipefail
 
 if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
+gpt2=all
+case "${1:-}" in
+  --gpt2-only) gpt2=only; shift ;;
+  --no-gpt2) gpt2=none; shift ;;
+esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 out=${2:-$build/bench-peers}
@@ -64,7 +75,9 @@ fi
 gen=""; command -v ninja >/dev/null 2>&1 && [ ! -f "$build/CMakeCache.txt" ] && gen="-G Ninja"
 # shellcheck disable=SC2086
 cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSAMBA_BUILD_BENCH=ON >/dev/null
-cmake --build "$build" -j "$(nproc)" --target machine_bench e2e_bench
+targets=(samba)
+[ "$gpt2" = only ] || targets+=(machine_bench e2e_bench)
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
 mkdir -p "$out"
 {
@@ -80,15 +93,29 @@ mkdir -p "$out"
 } >"$out/machine.txt"
 cat "$out/machine.txt"
 
-echo; echo "==== machine limits ===="
-"$build/bench/machine_bench" --benchmark_out="$out/machine.json" --benchmark_out_format=json
-echo; echo "==== Samba end to end (median of 5) ===="
-"$build/bench/e2e_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
-  --benchmark_out="$out/e2e.json" --benchmark_out_format=json
-echo; echo "==== Samba kernel profile ===="
-"$build/bench/e2e_bench" --kernel_profile="$out/kernels.json"
-echo; echo "==== peers ===="
-LD_LIBRARY_PATH="$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 \
-  "$venv/bin/python" bench/peers/peers.py --samba "$out/e2e.json" --machine "$out/machine.json" --out "$out"
+# The peers' environment; Samba's Python front end (GPT-2) loads the library just built.
+peers_env=(env "LD_LIBRARY_PATH=$openblas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OPENBLAS_NUM_THREADS=2
+  OMP_NUM_THREADS=2 "SAMBA_LIBRARY=$(realpath "$build/libsamba.so")"
+  "PYTHONPATH=$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}")
+if [ "$gpt2" = only ]; then
+  echo; echo "==== GPT-2: Samba and its peers ===="
+  "${peers_env[@]}" "$venv/bin/python" bench/peers/peers.py --gpt2-only --out "$out"
+else
+  echo; echo "==== machine limits ===="
+  "$build/bench/machine_bench" --benchmark_out="$out/machine.json" --benchmark_out_format=json
+  echo; echo "==== Samba end to end (median of 5) ===="
+  "$build/bench/e2e_bench" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+    --benchmark_out="$out/e2e.json" --benchmark_out_format=json
+  echo; echo "==== Samba kernel profile ===="
+  "$build/bench/e2e_bench" --kernel_profile="$out/kernels.json"
+  echo; echo "==== peers ===="
+  no_gpt2=(); [ "$gpt2" = none ] && no_gpt2=(--no-gpt2)
+  "${peers_env[@]}" "$venv/bin/python" bench/peers/peers.py --samba "$out/e2e.json" --machine "$out/machine.json" \
+    --out "$out" "${no_gpt2[@]}"
+fi
+if [ "$gpt2" != none ]; then
+  echo; echo "==== GPT-2: Samba's kernel profile ===="
+  "${peers_env[@]}" "$venv/bin/python" bench/peers/gpt2.py --profile "$out"
+fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
 echo "results in $out/"

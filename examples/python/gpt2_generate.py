@@ -137,15 +137,16 @@ def load_model(args):
 
 class SambaGenerator:
     """The two-graph PEF of a GPT2LMHeadModel, compiled and loaded in a session
-    of its own: start() runs the prompt graph, step() the token graph. The
+    of its own (num_threads: its thread pool's size, 0 for one per hardware
+    thread): start() runs the prompt graph, step() the token graph. The
     model's weights become SambaTensors (from_torch_model_, in place). Every
     prompt of a batch has prompt_length tokens: there is no padding."""
 
-    def __init__(self, lm, batch_size, prompt_length, max_positions, pef_path):
+    def __init__(self, lm, batch_size, prompt_length, max_positions, pef_path, num_threads=0):
         self.model = CachedGPT2(lm, batch_size, max_positions)
         samba.from_torch_model_(self.model)
         self.prompt_length = prompt_length
-        self.session = samba.SambaSession()
+        self.session = samba.SambaSession(num_threads=num_threads)
         self.prompt_ids = samba.from_torch_tensor(torch.zeros(batch_size, prompt_length, dtype=torch.long),
                                                   name="prompt_ids")
         self.token = samba.from_torch_tensor(torch.zeros(batch_size, 1, dtype=torch.long), name="token")
