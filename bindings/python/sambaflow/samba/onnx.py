@@ -3,9 +3,8 @@ run_node, supports_device) over the engine's importer, so code written for
 ONNX backends, such as onnx's backend tests, runs models on Samba.
 
 The `onnx` package is needed only here, and is imported on first use:
-SambaBackend and SambaBackendRep are built then (module __getattr__)."""
-import numpy as np
-
+SambaBackend and SambaBackendRep are built then (module __getattr__), and
+numpy with it, so importing the package needs neither."""
 from .onnx_import import OnnxModel, max_opset
 from .tensor import from_numpy
 
@@ -13,6 +12,7 @@ _built = {}
 
 
 def _build():
+    import numpy as np  # the backend API speaks numpy arrays
     import onnx  # optional: only the backend API needs it (its base classes and model builders)
     import onnx.backend.base as base  # optional: the Backend and BackendRep base classes
 
@@ -21,7 +21,9 @@ def _build():
 
         def __init__(self, model):
             super().__init__()
+            ## The imported model (an OnnxModel).
             self.model = OnnxModel(model.SerializeToString())
+            ## The graph's input names, in order: the keys a dict of inputs may use.
             self.input_names = [name for name, _, _ in self.model.inputs]
 
         def run(self, inputs, **kwargs):

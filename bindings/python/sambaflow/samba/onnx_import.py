@@ -22,11 +22,15 @@ def is_onnx_model(model):
 class _NativeForward:
     """samba_onnx_model_forward as a model callback (no Python runs while tracing)."""
 
+    ## The engine's forward function for ONNX models, as a ctypes callback.
     fn = MODEL_FN(("samba_onnx_model_forward", lib))
 
     def __init__(self, model):
-        self.model = model  # kept alive while the engine calls back
+        ## The OnnxModel, kept alive while the engine calls back.
+        self.model = model
+        ## The model handle the engine passes back to `fn`.
         self.user_data = model.handle
+        ## Always None: the forward runs in the engine, so no Python error can arise.
         self.error = None
 
 
@@ -77,6 +81,7 @@ class OnnxModel(NativeHandle, release="samba_onnx_model_release"):
 
     @property
     def opset(self):
+        """The model's default-domain opset version."""
         out = ctypes.c_int64()
         call("samba_onnx_model_opset", self.handle, ctypes.byref(out))
         return out.value
