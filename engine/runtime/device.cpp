@@ -8,18 +8,9 @@
 #include <utility>
 
 #include "engine/core/error.h"
+#include "engine/core/sanitizers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SAMBA_ARENA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SAMBA_ARENA_ASAN 1
-#endif
-#endif
-#ifndef SAMBA_ARENA_ASAN
-#define SAMBA_ARENA_ASAN 0
-#endif
-#if SAMBA_ARENA_ASAN
+#if SAMBA_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -40,14 +31,14 @@ size_t page_size() {
 // Under AddressSanitizer the alignment slack after an arena's last byte is
 // poisoned too, so an overrun of even one byte is reported.
 void poison(const std::byte* p, size_t n) {
-#if SAMBA_ARENA_ASAN
+#if SAMBA_ASAN
   ASAN_POISON_MEMORY_REGION(p, n);
 #else
   (void)p, (void)n;
 #endif
 }
 void unpoison(const std::byte* p, size_t n) {
-#if SAMBA_ARENA_ASAN
+#if SAMBA_ASAN
   ASAN_UNPOISON_MEMORY_REGION(p, n);
 #else
   (void)p, (void)n;
@@ -110,7 +101,7 @@ DeviceArena& DeviceArena::operator=(DeviceArena&& o) noexcept {
 }
 
 void DeviceArena::fence_outside([[maybe_unused]] const std::vector<std::pair<uint64_t, uint64_t>>& used) const {
-#if SAMBA_ARENA_ASAN
+#if SAMBA_ASAN
   if (!data_) return;
   poison(data_, size_);
   // ASan tracks 8-byte granules: an extent unpoisons its granules whole, so
@@ -128,7 +119,7 @@ DeviceMemory::DeviceMemory(const uint64_t (&bytes)[pef::kNumMemTypes]) {
 
 void DeviceMemory::fence_to_plan([[maybe_unused]] const pef::ProgramDesc& program,
                                  [[maybe_unused]] bool activation) const {
-#if SAMBA_ARENA_ASAN
+#if SAMBA_ASAN
   std::vector<std::pair<uint64_t, uint64_t>> used[pef::kNumMemTypes];
   for (const auto& t : program.tensors)
     if (t.role != pef::TensorRole::Alias && pef::in_activation_area(t.role) == activation)

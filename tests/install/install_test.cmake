@@ -52,7 +52,7 @@ run("configure find_package consumer" ${CMAKE_COMMAND} -S ${SOURCE_DIR}/consumer
     -G ${GENERATOR} -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
     "-DCMAKE_C_FLAGS=${SANITIZE_FLAGS}" "-DCMAKE_CXX_FLAGS=${SANITIZE_FLAGS}"
-    "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS}")
+    "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS} ${SANITIZE_C_LINK}")
 run("build find_package consumer" ${CMAKE_COMMAND} --build ${consumer_build} --config ${CONFIG})
 # CMake gives build-tree executables an RPATH to the imported library.
 foreach(exe consumer_shared consumer_static consumer_cpp)
@@ -67,9 +67,10 @@ set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
 run("pkg-config" ${PKG_CONFIG} --cflags --libs samba)
 separate_arguments(pc_flags UNIX_COMMAND "${run_output}")
 separate_arguments(san_flags UNIX_COMMAND "${SANITIZE_FLAGS}")
+separate_arguments(san_c_link UNIX_COMMAND "${SANITIZE_C_LINK}")
 set(pc_exe ${WORK_DIR}/pkgconfig-consumer)
 run("build pkg-config consumer" ${C_COMPILER} -std=c99 -Wall -Wextra -Werror -pedantic ${san_flags}
-    ${SOURCE_DIR}/consumer/consumer.c -o ${pc_exe} ${pc_flags})
+    ${SOURCE_DIR}/consumer/consumer.c -o ${pc_exe} ${pc_flags} ${san_c_link})
 # samba.pc's Libs carry an rpath to libdir (unless SAMBA_PKGCONFIG_RPATH is
 # off): the consumer runs with nothing in LD_LIBRARY_PATH, as a user's
 # program linked this way would.

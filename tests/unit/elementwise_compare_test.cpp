@@ -22,9 +22,11 @@ const std::pair<const char*, std::function<double(double, double)>> kComparisons
     {"ge", [](double a, double b) { return a >= b ? 1.0 : 0.0; }},
 };
 
-// Small integers as floats, so ties happen.
+// Small integers as floats, so ties happen; from 0 for unsigned dtypes, which
+// cannot hold the negative ones.
 Tensor ints_as(const Dims& shape, DType dt, uint32_t seed) {
-  auto v = values(rand_tensor(shape, DType::Float64, seed, -3, 3));
+  const double low = dt == DType::UInt8 ? 0 : -3;
+  auto v = values(rand_tensor(shape, DType::Float64, seed, low, 3));
   for (auto& x : v) x = std::round(x);
   return make(v, shape, dt);
 }

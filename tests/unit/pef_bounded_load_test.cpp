@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/pef/blob_codec.h"
 #include "engine/pef/pef_generated.h"
+#include "engine/core/sanitizers.h"
 #include "engine/pef/reader.h"
 #include "engine/pef/writer.h"
 #include "engine/runtime/program.h"
@@ -21,18 +22,7 @@
 namespace samba::pef {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(undefined_behavior_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = SAMBA_ASAN || SAMBA_TSAN;
 
 // Sanitizers slow everything down several times over and unevenly: they
 // run the same files at a tenth of the size, with no time limit.

@@ -5,6 +5,8 @@
 // under concurrent allocate/free, and the staged copy.
 #include "engine/memory/pinned_pool.h"
 
+#include "engine/core/sanitizers.h"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -166,9 +168,7 @@ TEST(PinnedPool, CacheLimitUnmapsLargeBlocksOnFree) {
 }
 
 TEST(PinnedPool, MemoryIsReallyLockedWithinTheLimit) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "the sanitizer runtime turns mlock into a no-op";
-#endif
+  if (SAMBA_ASAN || SAMBA_TSAN) GTEST_SKIP() << "the sanitizer runtime turns mlock into a no-op";
   const long before = vm_locked_kb();
   if (before < 0 || memlock_limit() < (size_t{4} << 20) + static_cast<size_t>(before) * 1024)
     GTEST_SKIP() << "RLIMIT_MEMLOCK leaves less than 4 MiB to lock";

@@ -3,6 +3,7 @@
 // refused with a status and a message naming what is wrong.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <samba.h>
 
 #include <cmath>
@@ -286,7 +287,12 @@ class OnnxExternalData : public ::testing::Test {
  protected:
   // The MLP with fc1.weight's 12 floats in "weights.bin" beside the model.
   std::string write_model() {
-    dir_ = std::filesystem::path(::testing::TempDir()) / "onnx_external";
+    // One directory per test and process: ctest runs this fixture's tests
+    // side by side, and one writes the weights file another expects missing.
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("onnx_external_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
     std::filesystem::remove(dir_ / "weights.bin");
     onnx::ModelProto m = mlp();
@@ -309,6 +315,10 @@ class OnnxExternalData : public ::testing::Test {
     std::ofstream(dir_ / "weights.bin", std::ios::binary)
         .write(reinterpret_cast<const char*>(v.data()),
                static_cast<std::streamsize>(v.size() * sizeof(float)));
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
   }
   std::filesystem::path dir_;
 };
