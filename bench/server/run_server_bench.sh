@@ -9,7 +9,7 @@
 # request is one sample as JSON (784 float32 values). For concurrency 1, 8
 # and 32 (wrk connections), each for DURATION seconds (default 10) after a
 # warm-up: samba-server with dynamic batching (--max-batch-delay-us, default
-# 2000), samba-server with --no-batching, and ONNX Runtime (1.x from the
+# 500), samba-server with --no-batching, and ONNX Runtime (1.x from the
 # peers' venv, bench/.venv, made by bench/peers/run_peers.sh; PYTHON
 # overrides it). Writes OUT_DIR/server_bench.md (default
 # BUILD_DIR/bench-server), the table for docs/PERFORMANCE.md, with the load
@@ -24,7 +24,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 out=${2:-$build/bench-server}
 duration=${DURATION:-10}
-delay_us=${MAX_BATCH_DELAY_US:-2000}
+delay_us=${MAX_BATCH_DELAY_US:-500}
 python=${PYTHON:-$root/bench/.venv/bin/python}
 mkdir -p "$out"
 command -v wrk >/dev/null || { echo "run_server_bench: wrk is not installed (Debian: wrk)" >&2; exit 1; }

@@ -29,7 +29,7 @@ namespace samba_server {
 
 struct BatchingOptions {
   bool enabled = true;
-  std::chrono::microseconds max_delay{2000};
+  std::chrono::microseconds max_delay{500};
   int concurrent_runs = 2;
 };
 

@@ -1,7 +1,7 @@
 // samba-server: serves PEFs over HTTP for inference (docs/serving.md).
 //
 //   samba-server --model digits=resffn.pef [--model other=x.pef ...] [--port 8080]
-//                [--max-batch-delay-us 2000 | --no-batching] [--port-file FILE]
+//                [--max-batch-delay-us 500 | --no-batching] [--port-file FILE]
 //
 // SIGINT or SIGTERM stops it gracefully: it stops accepting connections,
 // answers every request already received, and exits 0.
