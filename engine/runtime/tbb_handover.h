@@ -11,14 +11,9 @@
 // to run one after the other. Per-edge hand-overs would keep those.
 #pragma once
 
-#if defined(__SANITIZE_THREAD__)
-#define SAMBA_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SAMBA_TSAN 1
-#endif
-#endif
-#ifdef SAMBA_TSAN
+#include "engine/core/sanitizers.h"
+
+#if SAMBA_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -27,13 +22,13 @@ namespace samba::runtime {
 // Everything this thread did so far happens before what a thread does after
 // taken_over(sync).
 inline void handed_over([[maybe_unused]] const void* sync) {
-#ifdef SAMBA_TSAN
+#if SAMBA_TSAN
   __tsan_release(const_cast<void*>(sync));
 #endif
 }
 
 inline void taken_over([[maybe_unused]] const void* sync) {
-#ifdef SAMBA_TSAN
+#if SAMBA_TSAN
   __tsan_acquire(const_cast<void*>(sync));
 #endif
 }
