@@ -53,12 +53,19 @@ inline ClassLayout class_layout(const Tensor& input, const std::string& op) {
   const Dims& sh = input.shape();
   if (input.dim() == 1) {
     l.c = sh[0];
+    SAMBA_CHECK(l.c > 0, Status::ShapeMismatch,
+                "{}: input of shape {} has no classes; expected at least one", op, dims_str(sh));
     return l;
   }
   l.n = sh[0];
   l.c = sh[1];
   l.row_shape.push_back(sh[0]);
   for (int64_t d = 2; d < input.dim(); ++d) l.s *= sh[d], l.row_shape.push_back(sh[d]);
+  // No class, no target index or distribution it could hold (and the
+  // kernels size their work by the class count).
+  SAMBA_CHECK(l.c > 0, Status::ShapeMismatch,
+              "{}: input of shape {} has no classes; expected at least one class in dim 1", op,
+              dims_str(sh));
   return l;
 }
 

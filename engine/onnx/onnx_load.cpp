@@ -264,6 +264,34 @@ Graph convert(const onnx::ModelProto& m) {
   return g;
 }
 
+// ONNX's shape inference runs every node's inference function, and those of
+// convolution and pooling divide by window attributes they never check (a
+// Conv with strides 0 is a division by zero inside libonnx). So before it
+// runs, every node must be an op of the table (the ops whose inference is
+// then all that runs) with positive window attributes.
+void check_before_shape_inference(const onnx::ModelProto& m, int64_t opset) {
+  const onnx::GraphProto& gp = m.graph();
+  for (int i = 0; i < gp.node_size(); ++i) {
+    const onnx::NodeProto& n = gp.node(i);
+    const std::string name = n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name();
+    SAMBA_CHECK(find_rule(n.op_type(), opset) != nullptr, Status::Unsupported,
+                "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}",
+                name, n.op_type(), opset, supported_ops(opset));
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      const bool window = a.name() == "strides" || a.name() == "dilations" ||
+                          a.name() == "kernel_shape" || a.name() == "group";
+      if (!window) continue;
+      bool positive = a.name() != "group" || a.i() > 0;
+      for (int64_t v : a.ints()) positive = positive && v > 0;
+      SAMBA_CHECK(positive, Status::InvalidArgument,
+                  "node '{}' ({}): attribute '{}' must be positive, got {}", name, n.op_type(),
+                  a.name(),
+                  a.name() == "group" ? std::to_string(a.i())
+                                      : dims_str(Dims(a.ints().begin(), a.ints().end())));
+    }
+  }
+}
+
 }  // namespace
 
 int64_t max_opset() {
@@ -285,13 +313,14 @@ std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
               "non-ONNX file?)",
               bytes.size());
   SAMBA_CHECK(m.has_graph(), Status::CorruptFile, "the ONNX model has no graph");
-  default_domain_opset(m);
+  const int64_t opset = default_domain_opset(m);
   internalize_external_data(m, base_dir);
   try {
     onnx::checker::check_model(m);
   } catch (const std::exception& e) {
     fail(Status::CorruptFile, "the ONNX checker refuses the model: {}", e.what());
   }
+  check_before_shape_inference(m, opset);
   try {
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));

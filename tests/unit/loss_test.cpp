@@ -216,6 +216,13 @@ TEST(CrossEntropy, MaskedScoresAndFloat32Gradients) {
 
 TEST(CrossEntropy, Errors) {
   Tensor x = rand_tensor({2, 3});
+  // No classes: refused by name, not a division by zero in the kernel.
+  expect_status(Status::ShapeMismatch,
+                [&] { call1("cross_entropy", {rand_tensor({2, 0}), indices({0, 0}, {2})}); },
+                {"cross_entropy", "no classes"});
+  expect_status(Status::ShapeMismatch,
+                [&] { call1("nll_loss", {rand_tensor({2, 0}), indices({0, 0}, {2})}); },
+                {"nll_loss", "no classes"});
   expect_status(Status::OutOfRange, [&] { call1("cross_entropy", {x, indices({0, 3}, {2})}); },
                 {"target 3"});
   expect_status(Status::OutOfRange, [&] { call1("cross_entropy", {x, indices({-2, 0}, {2})}); },

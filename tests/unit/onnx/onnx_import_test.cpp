@@ -420,6 +420,24 @@ TEST(OnnxImportRefuses, AGraphWithACycle) {
   EXPECT_NE(msg.find("topologically sorted"), std::string::npos) << msg;
 }
 
+// ONNX's own shape inference divides by these without checking them (a fuzzed
+// model with strides 0 stopped the process there): refused before it runs.
+TEST(OnnxImportRefuses, WindowAttributesThatAreNotPositive) {
+  for (const char* attr : {"strides", "dilations", "kernel_shape"}) {
+    onnx::ModelProto m = om::model(13);
+    om::input(m, "img", {1, 1, 4, 4});
+    om::initializer(m, "w", {1, 1, 3, 3}, std::vector<float>(9, 1.f));
+    om::attr_ints(om::node(m, "Conv", {"img", "w"}, {"y"}, "conv0"), attr, {0, 1});
+    om::output(m, "y", {1, 1, 2, 4});
+    auto [st, msg] = refuse(m);
+    EXPECT_EQ(st, SAMBA_ERR_INVALID_ARGUMENT) << attr;
+    EXPECT_NE(msg.find(std::string("node 'conv0' (Conv): attribute '") + attr +
+                       "' must be positive, got [0, 1]"),
+              std::string::npos)
+        << msg;
+  }
+}
+
 TEST(OnnxImportRefuses, AnAttributeValueTheRegistryLacks) {
   onnx::ModelProto m = om::model(13);
   om::input(m, "img", {1, 1, 4, 4});
