@@ -96,6 +96,17 @@ std::vector<TensorMeta> infer_class_loss(const InferContext& c, bool probs_allow
   return {{c.inputs[0].dtype(), r == Reduction::None ? l.row_shape : Dims{}}};
 }
 
+// The backward ops take the forward's operands after `grad`. They are checked
+// as the forward checks them, and `grad` must have the loss's shape: the
+// kernels index all of them by the class layout.
+void check_class_loss_backward(const InferContext& c, bool probs_allowed) {
+  const InferContext forward{c.op, c.inputs.subspan(1), c.attrs};
+  const Dims loss_shape = infer_class_loss(forward, probs_allowed).front().shape;
+  SAMBA_CHECK(c.inputs[0].shape() == loss_shape, Status::ShapeMismatch,
+              "{}: grad has shape {}; expected {}, the shape of the loss", c.op.name,
+              dims_str(c.inputs[0].shape()), dims_str(loss_shape));
+}
+
 void register_cross_entropy(OpRegistry& r) {
   r.def("cross_entropy")
       .doc(
@@ -164,6 +175,7 @@ void register_cross_entropy(OpRegistry& r) {
             Status::InvalidArgument,
             "cross_entropy_backward: wrt '{}' must be 'input', or 'target' for probability targets",
             wrt);
+        check_class_loss_backward(c, true);
         return {meta_of(c.inputs[wrt == "input" ? 1 : 2])};
       })
       .kernel([](KernelContext& c) {
@@ -293,8 +305,10 @@ void register_nll_loss(OpRegistry& r) {
       .attr("ignore_index", AttrType::Int, int64_t{-100})
       .attr("reduction", AttrType::String, std::string("mean"))
       .fusion(Fusion::Opaque)
-      .infer(
-          [](const InferContext& c) -> std::vector<TensorMeta> { return {meta_of(c.inputs[1])}; })
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        check_class_loss_backward(c, false);
+        return {meta_of(c.inputs[1])};
+      })
       .kernel([](KernelContext& c) {
         const Tensor& input = c.inputs[1];
         ClassLayout l = class_layout(input, "nll_loss_backward");

@@ -216,6 +216,17 @@ TEST(CrossEntropy, MaskedScoresAndFloat32Gradients) {
 
 TEST(CrossEntropy, Errors) {
   Tensor x = rand_tensor({2, 3});
+  // The backward ops check their forward operands too (a fuzzed PEF gave one a
+  // probability target smaller than the input, read past its end).
+  expect_status(Status::ShapeMismatch, [&] {
+    call1("cross_entropy_backward", {make({1}, {}), x, rand_tensor({2, 2})});
+  });
+  expect_status(Status::ShapeMismatch, [&] {
+    call1("cross_entropy_backward", {make({1, 1, 1}, {3}), x, indices({0, 1}, {2})},
+          {{"reduction", std::string("none")}});
+  }, {"grad", "[3]", "[2]"});
+  expect_status(Status::ShapeMismatch,
+                [&] { call1("nll_loss_backward", {make({1}, {}), x, indices({0, 1, 2}, {3})}); });
   // No classes: refused by name, not a division by zero in the kernel.
   expect_status(Status::ShapeMismatch,
                 [&] { call1("cross_entropy", {rand_tensor({2, 0}), indices({0, 0}, {2})}); },
