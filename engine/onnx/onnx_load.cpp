@@ -274,9 +274,7 @@ void check_before_shape_inference(const onnx::ModelProto& m, int64_t opset) {
   for (int i = 0; i < gp.node_size(); ++i) {
     const onnx::NodeProto& n = gp.node(i);
     const std::string name = n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name();
-    SAMBA_CHECK(find_rule(n.op_type(), opset) != nullptr, Status::Unsupported,
-                "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}",
-                name, n.op_type(), opset, supported_ops(opset));
+    rule_for(name, n.op_type(), opset);
     for (const onnx::AttributeProto& a : n.attribute()) {
       const bool window = a.name() == "strides" || a.name() == "dilations" ||
                           a.name() == "kernel_shape" || a.name() == "group";

@@ -32,12 +32,7 @@ class EagerScope {
 Model::Model(Graph g) : graph_(std::move(g)) { check_supported(graph_); }
 
 void check_supported(const Graph& g) {
-  for (const Node& n : g.nodes) {
-    if (find_rule(n.op_type, g.opset)) continue;
-    fail(Status::Unsupported,
-         "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}", n.name,
-         n.op_type, g.opset, supported_ops(g.opset));
-  }
+  for (const Node& n : g.nodes) rule_for(n.name, n.op_type, g.opset);
 }
 
 std::vector<Tensor> Model::forward(std::span<const Tensor> inputs) const {

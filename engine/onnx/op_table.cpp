@@ -100,6 +100,15 @@ const OpRule* find_rule(std::string_view op_type, int64_t opset) {
   return nullptr;
 }
 
+const OpRule& rule_for(std::string_view node_name, std::string_view op_type, int64_t opset) {
+  const OpRule* rule = find_rule(op_type, opset);
+  if (rule == nullptr)
+    fail(Status::Unsupported,
+         "node '{}' ({}, opset {}): the op is not supported at this opset; supported: {}",
+         node_name, op_type, opset, supported_ops(opset));
+  return *rule;
+}
+
 std::string supported_ops(int64_t opset) {
   std::vector<std::string_view> names;
   for (const OpRule& r : kTable)

@@ -72,6 +72,9 @@ struct OpRule {
 std::span<const OpRule> op_table();
 // The row for `op_type` at `opset`, or nullptr.
 const OpRule* find_rule(std::string_view op_type, int64_t opset);
+// The row for node `node_name`'s `op_type` at `opset`; Unsupported, naming
+// the node, the op, the opset and what is supported, when there is none.
+const OpRule& rule_for(std::string_view node_name, std::string_view op_type, int64_t opset);
 // "Abs, Add, ..." : the ops the table covers at `opset`.
 std::string supported_ops(int64_t opset);
 
