@@ -11,13 +11,16 @@ packages=(
   libxxhash-dev zlib1g-dev doxygen abigail-tools
   clang llvm libclang-dev
   python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
-  libcpp-httplib-dev wrk libonnx-dev libtorch-dev
+  libcpp-httplib-dev wrk libonnx-dev libtorch-dev python3-onnx
+  libopenmpi-dev openmpi-bin
 )
 
 # libcpp-httplib-dev: the inference server example (examples/server); wrk
 # drives its benchmark. libonnx-dev: the ONNX importer (parser, checker,
 # shape inference). libtorch-dev: the optional LibTorch bridge
-# (include/samba/torch.hpp), its example and test.
+# (include/samba/torch.hpp), its example and test. python3-onnx (1.12, the
+# version of libonnx-dev): the ONNX backend test suite. libopenmpi-dev and
+# openmpi-bin: data-parallel training (docs/DISTRIBUTED.md) and its tests.
 
 # libclang-dev: bindgen (the samba-sys crate's build) parses samba.h with it.
 # The Rust and Go bindings' toolchains: Debian's, unless one is already

@@ -272,6 +272,23 @@ TEST(ElementwiseUnary, Cast) {
   EXPECT_FALSE(call1("cast", {leaf}, {{"dtype", DType::Int64}}).requires_grad());
 }
 
+// A float outside the integer target's range (or NaN) converts as PyTorch's
+// x86 casts do, not as C++'s undefined behaviour: through int32 (targets up
+// to 4 bytes) or int64, out-of-range to that type's minimum, then wrapped.
+// The expected values are torch 1.13's x.to(dtype) for these inputs.
+TEST(ElementwiseUnary, CastOutOfRangeMatchesTorch) {
+  for (DType from : {DType::Float32, DType::Float64}) {
+    Tensor x = make({-2.0, 300.0, kNaN, 1e20, 3e9, 3.7, -3.7, -1e20}, {8}, from);
+    expect_values(call1("cast", {x}, {{"dtype", DType::UInt8}}), {254, 44, 0, 0, 0, 3, 253, 0});
+    expect_values(call1("cast", {x}, {{"dtype", DType::Int8}}), {-2, 44, 0, 0, 0, 3, -3, 0});
+    expect_values(call1("cast", {x}, {{"dtype", DType::Int16}}), {-2, 300, 0, 0, 0, 3, -3, 0});
+    const double i32 = -2147483648.0;
+    expect_values(call1("cast", {x}, {{"dtype", DType::Int32}}), {-2, 300, i32, i32, i32, 3, -3, i32});
+    const double i64 = -9223372036854775808.0;
+    expect_values(call1("cast", {x}, {{"dtype", DType::Int64}}), {-2, 300, i64, i64, 3e9, 3, -3, i64});
+  }
+}
+
 TEST(ElementwiseUnary, Errors) {
   Tensor b = make({1, 0}, {2}, DType::Bool);
   Tensor f = make({1, 2}, {2});
