@@ -33,11 +33,31 @@ std::vector<int64_t> ints_or(const NodeContext& c, std::string_view name, size_t
   return v;
 }
 
-// The kernel is 2-D in every pooling and convolution the registry has.
-void require_2d(const NodeContext& c, const Tensor& x) {
-  if (x.dim() != 4)
-    c.unsupported("input of rank {} (shape {}); supported: 2-D spatial inputs (N, C, H, W)",
+// The registry's convolutions and poolings are 2-D. A 1-D input (N, C, L)
+// runs as (N, C, L, 1) with a unit window on the added dim, which computes
+// the same values.
+struct Spatial {
+  size_t rank;  // 1 or 2: the node's spatial dims
+  bool one_d() const { return rank == 1; }
+  Tensor in(const Tensor& x) const {
+    return one_d() ? call1("unsqueeze", {x}, {{"dim", int64_t{-1}}}) : x;
+  }
+  Tensor out(const Tensor& y) const {
+    return one_d() ? call1("squeeze", {y}, {{"dim", std::vector<int64_t>{-1}}}) : y;
+  }
+  // A per-dim attribute given for the node's dims, extended with `unit`.
+  std::vector<int64_t> widen(std::vector<int64_t> v, int64_t unit) const {
+    if (one_d()) v.push_back(unit);
+    return v;
+  }
+};
+
+Spatial spatial_of(const NodeContext& c, const Tensor& x) {
+  if (x.dim() != 3 && x.dim() != 4)
+    c.unsupported("input of rank {} (shape {}); supported: 1-D (N, C, L) and 2-D (N, C, H, W) "
+                  "spatial inputs",
                   x.dim(), dims_str(x.shape()));
+  return {static_cast<size_t>(x.dim() - 2)};
 }
 
 void require_one_output(const NodeContext& c) {
@@ -114,49 +134,54 @@ Out gemm(const NodeContext& c) {
 
 Out conv(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  require_2d(c, x);
+  const Spatial sp = spatial_of(c, x);
   const Tensor& w = c.input(1);
-  if (auto ks = c.attr_ints("kernel_shape");
-      ks && (ks->size() != 2 || (*ks)[0] != w.size(2) || (*ks)[1] != w.size(3)))
+  if (w.dim() != x.dim())
+    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
+              dims_str(x.shape()));
+  if (auto ks = c.attr_ints("kernel_shape"); ks && Dims(ks->begin(), ks->end()) !=
+                                                       Dims(w.shape().begin() + 2, w.shape().end()))
     c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
               dims_str(w.shape()));
-  Attrs attrs{{"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
-              {"dilation", ints_or(c, "dilations", 2, 1)},
+  Attrs attrs{{"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
+              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
+              {"dilation", sp.widen(ints_or(c, "dilations", sp.rank, 1), 1)},
               {"groups", c.attr_int("group", 1)}};
   const Tensor* bias = c.optional_input(2);
-  return {bias ? call1("conv2d", {x, w, *bias}, attrs) : call1("conv2d", {x, w}, attrs)};
+  const Tensor x2 = sp.in(x), w2 = sp.in(w);
+  return {sp.out(bias ? call1("conv2d", {x2, w2, *bias}, attrs) : call1("conv2d", {x2, w2}, attrs))};
 }
 
 Out max_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  require_2d(c, x);
+  const Spatial sp = spatial_of(c, x);
   require_one_output(c);
   if (c.attr_int("storage_order", 0) != 0)
     c.unsupported("storage_order 1 is not supported; supported: 0");
-  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
-              {"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
-              {"dilation", ints_or(c, "dilations", 2, 1)},
+  Attrs attrs{{"kernel_size", sp.widen(ints_or(c, "kernel_shape", sp.rank, 0), 1)},
+              {"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
+              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
+              {"dilation", sp.widen(ints_or(c, "dilations", sp.rank, 1), 1)},
               {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-  return {call1("max_pool2d", {x}, attrs)};
+  return {sp.out(call1("max_pool2d", {sp.in(x)}, attrs))};
 }
 
 Out average_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  require_2d(c, x);
-  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
-              {"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
+  const Spatial sp = spatial_of(c, x);
+  Attrs attrs{{"kernel_size", sp.widen(ints_or(c, "kernel_shape", sp.rank, 0), 1)},
+              {"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
+              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
               {"ceil_mode", c.attr_int("ceil_mode", 0) != 0},
               {"count_include_pad", c.attr_int("count_include_pad", 0) != 0}};
-  return {call1("avg_pool2d", {x}, attrs)};
+  return {sp.out(call1("avg_pool2d", {sp.in(x)}, attrs))};
 }
 
 Out global_average_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  require_2d(c, x);
-  return {call1("adaptive_avg_pool2d", {x}, {{"output_size", std::vector<int64_t>{1, 1}}})};
+  const Spatial sp = spatial_of(c, x);
+  return {sp.out(
+      call1("adaptive_avg_pool2d", {sp.in(x)}, {{"output_size", std::vector<int64_t>{1, 1}}}))};
 }
 
 Out batch_normalization(const NodeContext& c) {

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "engine/io/file_io.h"
+#include "engine/onnx/onnx_schemas.h"
 #include "engine/onnx/op_table.h"
 
 namespace samba::onnx_import {
@@ -311,6 +312,7 @@ std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
               "non-ONNX file?)",
               bytes.size());
   SAMBA_CHECK(m.has_graph(), Status::CorruptFile, "the ONNX model has no graph");
+  lift_unchanged_opset(m);
   const int64_t opset = default_domain_opset(m);
   internalize_external_data(m, base_dir);
   try {
@@ -319,6 +321,7 @@ std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
     fail(Status::CorruptFile, "the ONNX checker refuses the model: {}", e.what());
   }
   check_before_shape_inference(m, opset);
+  guard_window_shape_inference();
   try {
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));

@@ -380,6 +380,43 @@ TEST(OnnxImportRefuses, AnOpOnnxDoesNotKnow) {
   EXPECT_NE(msg.find("NoSuchOp"), std::string::npos) << msg;
 }
 
+TEST(OnnxImport, AnOlderOpsetWhoseOpsAreUnchangedImportsAsOpset13) {
+  // Sin is the same op from opset 7 to 17.
+  onnx::ModelProto m = om::model(7);
+  om::input(m, "x", {2});
+  om::node(m, "Sin", {"x"}, {"y"});
+  om::output(m, "y", {2});
+  ModelPtr model = load(m);
+  ASSERT_TRUE(model);
+  int64_t opset = 0;
+  ASSERT_EQ(samba_onnx_model_opset(model.get(), &opset), SAMBA_OK);
+  EXPECT_EQ(opset, 13);
+  samba_tensor* x = floats({2}, {0.f, 1.f}, "x");
+  expect_near(forward1(model.get(), {x}), {0.f, std::sin(1.f)});
+  samba_tensor_release(x);
+}
+
+TEST(OnnxImportRefuses, AnOlderOpsetWhoseOpsChangedNamingTheNode) {
+  auto [st, msg] = refuse(mlp(12));  // Gemm changed at opset 13
+  EXPECT_EQ(st, SAMBA_ERR_UNSUPPORTED);
+  EXPECT_NE(msg.find("node 'Gemm_h' (Gemm) changed at opset 13"), std::string::npos) << msg;
+}
+
+TEST(OnnxImportRefuses, AConvWhoseComputedInputHasALowerRankThanItsWeight) {
+  // The input's rank is known only from shape inference, where libonnx 1.12
+  // read out of bounds (the reproducer is in the fuzz corpus).
+  onnx::ModelProto m = om::model(13);
+  om::input(m, "x", {1, 1, 3});
+  om::initializer(m, "w", {1, 1, 1, 1}, {1.f});
+  om::node(m, "Relu", {"x"}, {"r"});
+  om::node(m, "Conv", {"r", "w"}, {"y"}, "conv0");
+  om::output(m, "y", {1, 1, 3, 1});
+  auto [st, msg] = refuse(m);
+  EXPECT_EQ(st, SAMBA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("node name: conv0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the input has rank 3 but the weight has rank 4"), std::string::npos) << msg;
+}
+
 TEST(OnnxImportRefuses, OpsetsOutOfRange) {
   for (int64_t opset : {12, 18}) {
     auto [st, msg] = refuse(mlp(opset));

@@ -31,7 +31,8 @@ def _build():
                 inputs = [inputs[name] for name in self.input_names]
             elif not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
-            tensors = [from_numpy(np.ascontiguousarray(a)) for a in inputs]
+            # np.require, not np.ascontiguousarray: that makes a 0-d array 1-d.
+            tensors = [from_numpy(np.require(a, requirements='C')) for a in inputs]
             outs = self.model(*tensors)
             outs = outs if isinstance(outs, tuple) else (outs,)
             return base.namedtupledict("Outputs", [n for n, _, _ in self.model.outputs])(*[o.numpy() for o in outs])
