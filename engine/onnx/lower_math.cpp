@@ -105,6 +105,14 @@ Out div(const NodeContext& c) {
   return {call1("div", {a, b}, attrs)};
 }
 
+Out pow(const NodeContext& c) {
+  // ONNX's result has the base's type (an integer base with a float
+  // exponent stays integer); the registry promotes as torch does.
+  const Tensor y = binary(c, "pow").at(0);
+  const DType base = c.input(0).dtype();
+  return {y.dtype() == base ? y : call1("cast", {y}, {{"dtype", base}})};
+}
+
 Out matmul(const NodeContext& c) { return {call1("matmul", {c.input(0), c.input(1)})}; }
 
 Out gemm(const NodeContext& c) {
@@ -198,14 +206,25 @@ Out batch_normalization(const NodeContext& c) {
 }
 
 Out layer_normalization(const NodeContext& c) {
-  require_one_output(c);
   const Tensor& x = c.input(0);
   const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
   const Dims normalized(x.shape().begin() + axis, x.shape().end());
-  Attrs attrs{{"normalized_shape", normalized}, {"eps", c.attr_float("epsilon", 1e-5)}};
+  const double eps = c.attr_float("epsilon", 1e-5);
+  Attrs attrs{{"normalized_shape", normalized}, {"eps", eps}};
   const Tensor* bias = c.optional_input(2);
-  return {bias ? call1("layer_norm", {x, c.input(1), *bias}, attrs)
+  Out out{bias ? call1("layer_norm", {x, c.input(1), *bias}, attrs)
                : call1("layer_norm", {x, c.input(1)}, attrs)};
+  if (c.output_count() > 1) {
+    // Mean and InvStdDev: the statistics over the normalized dims, kept as
+    // dims of size 1.
+    std::vector<int64_t> dims;
+    for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+    const Attrs over{{"dim", dims}, {"keepdim", true}};
+    out.push_back(call1("mean", {x}, over));
+    const Tensor var = call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
+    out.push_back(call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})}));
+  }
+  return out;
 }
 
 Out softmax(const NodeContext& c, std::string_view op) {
@@ -213,8 +232,9 @@ Out softmax(const NodeContext& c, std::string_view op) {
   return {call1(op, {x}, {{"dim", axis_in(c, c.attr_int("axis", -1), x.dim(), "axis")}})};
 }
 
-Out reduce(const NodeContext& c, std::string_view op) {
-  const Tensor& x = c.input(0);
+Out reduce(const NodeContext& c, std::string_view op) { return reduce(c, op, c.input(0)); }
+
+Out reduce(const NodeContext& c, std::string_view op, const Tensor& x) {
   // ReduceSum takes its axes as an input from opset 13, the others from 18.
   std::optional<std::vector<int64_t>> axes = c.attr_ints("axes");
   if (c.optional_input(1)) axes = c.constant_ints(1, "axes");

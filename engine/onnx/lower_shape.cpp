@@ -93,7 +93,13 @@ Out reshape(const NodeContext& c) {
 
 Out flatten(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  const int64_t axis = axis_in(c, c.attr_int("axis", 1), x.dim() + 1, "axis");
+  // The axis may be the rank itself (everything in the outer dim); a
+  // negative one counts from the rank, not from rank + 1.
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < -x.dim() || axis > x.dim())
+    c.invalid("axis {} is out of range [-{}, {}] for a tensor of rank {}", axis, x.dim(), x.dim(),
+              x.dim());
+  if (axis < 0) axis += x.dim();
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x.size(d);
   return {call1("reshape", {x}, {{"shape", Dims{outer, -1}}})};

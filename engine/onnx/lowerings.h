@@ -26,9 +26,22 @@ Out batch_normalization(const NodeContext& c);
 Out layer_normalization(const NodeContext& c);
 Out softmax(const NodeContext& c, std::string_view op);
 Out reduce(const NodeContext& c, std::string_view op);
+// The ONNX reduction attributes (axes, keepdims, noop_with_empty_axes) applied
+// to `x`, a function of the node's input.
+Out reduce(const NodeContext& c, std::string_view op, const Tensor& x);
+// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum ("l1", "l2", "sum_square",
+// "log_sum"): a sum of a function of the input (lower_reduce.cpp).
+Out reduce_of(const NodeContext& c, std::string_view kind);
+// ArgMax, ArgMin: `op` is argmax or argmin.
+Out arg_reduce(const NodeContext& c, std::string_view op);
+Out cumsum(const NodeContext& c);
+Out mean_of_inputs(const NodeContext& c);
+Out negative_log_likelihood_loss(const NodeContext& c);
+Out softmax_cross_entropy_loss(const NodeContext& c);
 Out leaky_relu(const NodeContext& c);
 Out clip(const NodeContext& c);
 Out div(const NodeContext& c);
+Out pow(const NodeContext& c);
 Out dropout(const NodeContext& c);
 
 Out identity(const NodeContext& c);
@@ -48,6 +61,13 @@ Out expand(const NodeContext& c);
 Out where(const NodeContext& c);
 Out split(const NodeContext& c);
 Out pad(const NodeContext& c);
+// Indexing and creation ops (lower_index.cpp).
+Out gather_elements(const NodeContext& c);
+Out trilu(const NodeContext& c);
+Out range(const NodeContext& c);
+Out size(const NodeContext& c);
+Out cast_like(const NodeContext& c);
+Out tile(const NodeContext& c);
 
 // Normalizes an ONNX axis (negative counts from the end) against `rank`.
 int64_t axis_in(const NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
