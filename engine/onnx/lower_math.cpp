@@ -7,59 +7,6 @@
 namespace samba::onnx_import::lower {
 namespace {
 
-// ONNX spatial attributes list begins then ends ([top, left, bottom, right]);
-// the registry pads both sides of a dim alike.
-std::vector<int64_t> symmetric_pads(const NodeContext& c, size_t spatial) {
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID")
-    c.unsupported("auto_pad '{}' is not supported; supported: NOTSET (explicit pads) or VALID",
-                  auto_pad);
-  std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
-  if (pads.size() != 2 * spatial)
-    c.invalid("'pads' has {} values, expected {}", pads.size(), 2 * spatial);
-  std::vector<int64_t> out(spatial);
-  for (size_t i = 0; i < spatial; ++i) {
-    if (pads[i] != pads[i + spatial])
-      c.unsupported("pads {} differ at the begin and end of spatial dim {}; supported: equal pads",
-                    fmt::join(pads, ","), i);
-    out[i] = pads[i];
-  }
-  return out;
-}
-
-std::vector<int64_t> ints_or(const NodeContext& c, std::string_view name, size_t n, int64_t def) {
-  std::vector<int64_t> v = c.attr_ints(name).value_or(std::vector<int64_t>(n, def));
-  if (v.size() != n) c.invalid("attribute '{}' has {} values, expected {}", name, v.size(), n);
-  return v;
-}
-
-// The registry's convolutions and poolings are 2-D. A 1-D input (N, C, L)
-// runs as (N, C, L, 1) with a unit window on the added dim, which computes
-// the same values.
-struct Spatial {
-  size_t rank;  // 1 or 2: the node's spatial dims
-  bool one_d() const { return rank == 1; }
-  Tensor in(const Tensor& x) const {
-    return one_d() ? call1("unsqueeze", {x}, {{"dim", int64_t{-1}}}) : x;
-  }
-  Tensor out(const Tensor& y) const {
-    return one_d() ? call1("squeeze", {y}, {{"dim", std::vector<int64_t>{-1}}}) : y;
-  }
-  // A per-dim attribute given for the node's dims, extended with `unit`.
-  std::vector<int64_t> widen(std::vector<int64_t> v, int64_t unit) const {
-    if (one_d()) v.push_back(unit);
-    return v;
-  }
-};
-
-Spatial spatial_of(const NodeContext& c, const Tensor& x) {
-  if (x.dim() != 3 && x.dim() != 4)
-    c.unsupported("input of rank {} (shape {}); supported: 1-D (N, C, L) and 2-D (N, C, H, W) "
-                  "spatial inputs",
-                  x.dim(), dims_str(x.shape()));
-  return {static_cast<size_t>(x.dim() - 2)};
-}
-
 void require_one_output(const NodeContext& c) {
   if (c.output_count() > 1)
     c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
@@ -138,58 +85,6 @@ Out gemm(const NodeContext& c) {
     y = call1("add", {y, cterm});
   }
   return {y};
-}
-
-Out conv(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  const Spatial sp = spatial_of(c, x);
-  const Tensor& w = c.input(1);
-  if (w.dim() != x.dim())
-    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
-              dims_str(x.shape()));
-  if (auto ks = c.attr_ints("kernel_shape"); ks && Dims(ks->begin(), ks->end()) !=
-                                                       Dims(w.shape().begin() + 2, w.shape().end()))
-    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
-              dims_str(w.shape()));
-  Attrs attrs{{"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
-              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
-              {"dilation", sp.widen(ints_or(c, "dilations", sp.rank, 1), 1)},
-              {"groups", c.attr_int("group", 1)}};
-  const Tensor* bias = c.optional_input(2);
-  const Tensor x2 = sp.in(x), w2 = sp.in(w);
-  return {sp.out(bias ? call1("conv2d", {x2, w2, *bias}, attrs) : call1("conv2d", {x2, w2}, attrs))};
-}
-
-Out max_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  const Spatial sp = spatial_of(c, x);
-  require_one_output(c);
-  if (c.attr_int("storage_order", 0) != 0)
-    c.unsupported("storage_order 1 is not supported; supported: 0");
-  Attrs attrs{{"kernel_size", sp.widen(ints_or(c, "kernel_shape", sp.rank, 0), 1)},
-              {"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
-              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
-              {"dilation", sp.widen(ints_or(c, "dilations", sp.rank, 1), 1)},
-              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-  return {sp.out(call1("max_pool2d", {sp.in(x)}, attrs))};
-}
-
-Out average_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  const Spatial sp = spatial_of(c, x);
-  Attrs attrs{{"kernel_size", sp.widen(ints_or(c, "kernel_shape", sp.rank, 0), 1)},
-              {"stride", sp.widen(ints_or(c, "strides", sp.rank, 1), 1)},
-              {"padding", sp.widen(symmetric_pads(c, sp.rank), 0)},
-              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0},
-              {"count_include_pad", c.attr_int("count_include_pad", 0) != 0}};
-  return {sp.out(call1("avg_pool2d", {sp.in(x)}, attrs))};
-}
-
-Out global_average_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  const Spatial sp = spatial_of(c, x);
-  return {sp.out(
-      call1("adaptive_avg_pool2d", {sp.in(x)}, {{"output_size", std::vector<int64_t>{1, 1}}}))};
 }
 
 Out batch_normalization(const NodeContext& c) {
@@ -278,13 +173,15 @@ Out clip(const NodeContext& c) {
 }
 
 Out dropout(const NodeContext& c) {
-  require_one_output(c);
   if (const Tensor* training = c.optional_input(2)) {
     if (!training->has_data() || training->is_symbolic() || training->item_int() != 0)
       c.unsupported(
           "training_mode must be a constant false; supported: inference dropout (identity)");
   }
-  return {c.input(0)};
+  const Tensor& x = c.input(0);
+  // In inference every element is kept: the mask is all true.
+  if (c.output_count() > 1) return {x, call1("ones_like", {x}, {{"dtype", DType::Bool}})};
+  return {x};
 }
 
 }  // namespace samba::onnx_import::lower

@@ -20,10 +20,15 @@ Out reduce_of(const NodeContext& c, std::string_view kind) {
 
 Out arg_reduce(const NodeContext& c, std::string_view op) {
   const Tensor& x = c.input(0);
-  if (c.attr_int("select_last_index", 0) != 0)
-    c.unsupported("select_last_index 1 is not supported; supported: 0 (the first extreme)");
   const int64_t axis = axis_in(c, c.attr_int("axis", 0), x.dim(), "axis");
-  return {call1(op, {x}, {{"dim", axis}, {"keepdim", c.attr_int("keepdims", 1) != 0}})};
+  const Attrs attrs{{"dim", axis}, {"keepdim", c.attr_int("keepdims", 1) != 0}};
+  if (c.attr_int("select_last_index", 0) == 0) return {call1(op, {x}, attrs)};
+  // The last extreme is the first one of the reversed axis, counted back.
+  const int64_t n = x.size(axis);
+  std::vector<int64_t> reversed(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) reversed[static_cast<size_t>(i)] = n - 1 - i;
+  const Tensor first = call1(op, {call1("index_select", {x, int64_vector(reversed)}, {{"dim", axis}})}, attrs);
+  return {call1("add", {call1("neg", {first}), Tensor::scalar(static_cast<double>(n - 1), first.dtype(), true)})};
 }
 
 Out cumsum(const NodeContext& c) {

@@ -69,6 +69,9 @@ Out size(const NodeContext& c);
 Out cast_like(const NodeContext& c);
 Out tile(const NodeContext& c);
 
+// A 1-D int64 tensor of `v` (indices and shapes known at import).
+Tensor int64_vector(const std::vector<int64_t>& v);
+
 // Normalizes an ONNX axis (negative counts from the end) against `rank`.
 int64_t axis_in(const NodeContext& c, int64_t axis, int64_t rank, std::string_view what);
 

@@ -478,19 +478,61 @@ TEST(OnnxImportRefuses, WindowAttributesThatAreNotPositive) {
 TEST(OnnxImportRefuses, AnAttributeValueTheRegistryLacks) {
   onnx::ModelProto m = om::model(13);
   om::input(m, "img", {1, 1, 4, 4});
-  om::initializer(m, "w", {1, 1, 3, 3}, std::vector<float>(9, 1.f));
-  om::attr_ints(om::node(m, "Conv", {"img", "w"}, {"y"}, "conv0"), "pads", {0, 0, 1, 1});
+  om::attr_ints(om::node(m, "MaxPool", {"img"}, {"y"}, "pool0"), "kernel_shape", {2, 2});
+  om::attr_int(m.mutable_graph()->mutable_node(0), "storage_order", 1);
   om::output(m, "y", {1, 1, 3, 3});
   ModelPtr model = load(m);
   samba_tensor* t = floats({1, 1, 4, 4}, std::vector<float>(16, 1.f), "img");
   samba_tensor* out[1] = {};
   size_t n = 0;
   EXPECT_EQ(samba_onnx_model_forward(model.get(), &t, 1, out, 1, &n), SAMBA_ERR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("node 'conv0' (Conv, opset 13): pads 0,0,1,1 differ"),
+  EXPECT_NE(last_error().find("node 'pool0' (MaxPool, opset 13): storage_order 1 is not supported"),
             std::string::npos)
       << last_error();
   EXPECT_EQ(n, 0u);
   samba_tensor_release(t);
+}
+
+TEST(OnnxImport, ConvWithPadsTheRegistryLacksPadsExplicitly) {
+  // Pads only at the bottom and right; a window of ones over ones counts
+  // the input cells each window covers.
+  onnx::ModelProto m = om::model(13);
+  om::input(m, "img", {1, 1, 4, 4});
+  om::initializer(m, "w", {1, 1, 3, 3}, std::vector<float>(9, 1.f));
+  om::attr_ints(om::node(m, "Conv", {"img", "w"}, {"y"}, "conv0"), "pads", {0, 0, 1, 1});
+  om::output(m, "y", {1, 1, 3, 3});
+  ModelPtr model = load(m);
+  samba_tensor* x = floats({1, 1, 4, 4}, std::vector<float>(16, 1.f), "img");
+  expect_near(forward1(model.get(), {x}), {9, 9, 6, 9, 9, 6, 6, 6, 4});
+  samba_tensor_release(x);
+}
+
+TEST(OnnxImport, OneDimensionalConvRunsAsTwoDimensional) {
+  onnx::ModelProto m = om::model(13);
+  om::input(m, "seq", {1, 1, 5});
+  om::initializer(m, "w", {1, 1, 2}, {1.f, -1.f});
+  om::node(m, "Conv", {"seq", "w"}, {"y"}, "conv1d");
+  om::output(m, "y", {1, 1, 4});
+  ModelPtr model = load(m);
+  samba_tensor* x = floats({1, 1, 5}, {1, 2, 4, 7, 11}, "seq");
+  expect_near(forward1(model.get(), {x}), {-1, -2, -3, -4});
+  samba_tensor_release(x);
+}
+
+TEST(OnnxImportRefuses, AThreeDimensionalConvNamingTheNode) {
+  onnx::ModelProto m = om::model(13);
+  om::input(m, "vol", {1, 1, 3, 3, 3});
+  om::initializer(m, "w", {1, 1, 1, 1, 1}, {1.f});
+  om::node(m, "Conv", {"vol", "w"}, {"y"}, "conv3d");
+  om::output(m, "y", {1, 1, 3, 3, 3});
+  ModelPtr model = load(m);
+  samba_tensor* x = floats({1, 1, 3, 3, 3}, std::vector<float>(27, 1.f), "vol");
+  samba_tensor* out[1] = {};
+  size_t n = 0;
+  EXPECT_EQ(samba_onnx_model_forward(model.get(), &x, 1, out, 1, &n), SAMBA_ERR_UNSUPPORTED);
+  EXPECT_NE(last_error().find("node 'conv3d' (Conv, opset 13): input of rank 5"), std::string::npos)
+      << last_error();
+  samba_tensor_release(x);
 }
 
 TEST(OnnxImportRefuses, AShapeComputedFromTheInputs) {
