@@ -1,10 +1,11 @@
-"""Writes docs/onnx.md's per-op table of the ONNX backend tests from a run's
-results (onnx_backend_test.py --results), never by hand.
+"""Writes docs/onnx.md's tables, never by hand: the op table (from the library)
+and the per-op results of the ONNX backend tests (from a run's
+onnx_backend_test.py --results).
 
 Usage: gen_onnx_op_table.py RESULTS.json DATA_DIR [DOC]
 DATA_DIR is the suite's data the run used (each node test's model names its
 op); the op table comes from the library the run loaded ($SAMBA_LIBRARY).
-The table replaces the text between the markers in DOC (docs/onnx.md)."""
+Each table replaces the text between its markers in DOC (docs/onnx.md)."""
 import collections
 import json
 import os
@@ -14,6 +15,8 @@ import onnx
 
 BEGIN = "<!-- onnx-backend-table: begin (tests/onnx_backend/gen_onnx_op_table.py) -->"
 END = "<!-- onnx-backend-table: end -->"
+TABLE_BEGIN = "<!-- onnx-op-table: begin (tests/onnx_backend/gen_onnx_op_table.py) -->"
+TABLE_END = "<!-- onnx-op-table: end -->"
 FLOAT = onnx.TensorProto.FLOAT
 FLOATING = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
 
@@ -96,11 +99,17 @@ def main():
         lines.append(f"| {op} | {status} | {tests} | {f32} | {why} |")
     lines += ["", END]
 
+    rows = [TABLE_BEGIN, "", "| ONNX op | opsets | registry ops |", "|---|---|---|"]
+    for row in sorted(op_table(), key=lambda r: (r["op"], r["since"])):
+        rows.append(f"| {row['op']} | {row['since']}-{row['until']} | {row['registry_ops']} |")
+    rows += ["", TABLE_END]
+
     text = open(doc).read()
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + "\n".join(lines) + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
+    for begin, end, block in ((BEGIN, END, lines), (TABLE_BEGIN, TABLE_END, rows)):
+        if begin in text and end in text:
+            text = text[: text.index(begin)] + "\n".join(block) + text[text.index(end) + len(end):]
+        else:
+            text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
     open(doc, "w").write(text)
     print(f"{doc}: {len(lines) - 8} ops; node tests {passed} / {len(node)}")
 
