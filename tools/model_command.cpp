@@ -11,7 +11,10 @@
 #include <memory>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/error.h"
+#include "engine/pef/reader.h"
 #include "examples/server/tensor_codec.h"
 #include "tools/command.h"
 
@@ -87,6 +90,20 @@ std::vector<TensorPtr> example_inputs(const samba_onnx_model* m, int64_t batch) 
   return inputs;
 }
 
+constexpr const char* kOutputNamesKey = "onnx.output_names";
+
+std::vector<std::string> output_names(const samba_onnx_model* m) {
+  size_t n = 0;
+  check(samba_onnx_model_output_count(m, &n));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    check(samba_onnx_model_output_info(m, i, &name, nullptr, nullptr, nullptr));
+    names.emplace_back(name);
+  }
+  return names;
+}
+
 int compile(const CompileOptions& o) {
   samba_onnx_model* raw = nullptr;
   check(samba_onnx_model_load_file(o.model.c_str(), &raw));
@@ -101,6 +118,12 @@ int compile(const CompileOptions& o) {
   check(samba_compile_options_set_pef_path(opts.get(), o.pef.c_str()));
   check(samba_compile_options_set_inference(opts.get(), o.inference ? 1 : 0));
   if (o.batch > 0) check(samba_compile_options_set_batch_size(opts.get(), o.batch));
+
+  // The PEF's outputs are named after the traced ops; the ONNX names go in
+  // its metadata, for `run` to name the files it writes.
+  const std::vector<std::string> names = output_names(model.get());
+  check(samba_compile_options_add_metadata(opts.get(), kOutputNamesKey,
+                                           nlohmann::json(names).dump().c_str()));
 
   OptimizerPtr optimizer;
   if (!o.inference) {
@@ -127,14 +150,6 @@ int compile(const CompileOptions& o) {
     const auto ps = handles(params);
     if (!ps.empty()) check(samba_optimizer_add_param_group(opt, ps.data(), ps.size(), nullptr));
     if (!o.loss.empty()) {
-      size_t outs = 0;
-      check(samba_onnx_model_output_count(model.get(), &outs));
-      std::vector<std::string> names;
-      for (size_t i = 0; i < outs; ++i) {
-        const char* name = nullptr;
-        check(samba_onnx_model_output_info(model.get(), i, &name, nullptr, nullptr, nullptr));
-        names.emplace_back(name);
-      }
       auto it = std::find(names.begin(), names.end(), o.loss);
       if (it == names.end())
         throw Error(Status::NotFound, fmt::format("--loss '{}' is not an output of {}; its "
@@ -221,6 +236,23 @@ void write_npy(samba_tensor* t, const fs::path& path) {
     throw Error(Status::IoError, fmt::format("cannot write '{}'", path.string()));
 }
 
+// The ONNX output names `compile` recorded, when the PEF has them for its
+// `n` outputs (a PEF compiled otherwise names its outputs itself).
+std::vector<std::string> recorded_output_names(const std::string& pef, size_t n) {
+  for (const auto& [key, value] : pef::read_pef(pef).metadata) {
+    if (key != kOutputNamesKey) continue;
+    const nlohmann::json names = nlohmann::json::parse(value, nullptr, false);
+    if (!names.is_array() || names.size() != n) return {};
+    std::vector<std::string> out;
+    for (const auto& v : names) {
+      if (!v.is_string()) return {};
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  }
+  return {};
+}
+
 int run(const RunOptions& o) {
   SessionPtr session = new_session();
   check(samba_session_load_pef(session.get(), o.pef.c_str()));
@@ -239,16 +271,19 @@ int run(const RunOptions& o) {
                           outs.size(), &n_out));
   std::vector<TensorPtr> owned;
   for (size_t i = 0; i < n_out; ++i) owned.emplace_back(outs[i]);
-  for (const TensorPtr& t : owned) {
-    const char* name = nullptr;
-    check(samba_tensor_name(t.get(), &name));
+  const std::vector<std::string> onnx_names = recorded_output_names(o.pef, n_out);
+  for (size_t i = 0; i < owned.size(); ++i) {
+    const char* traced = nullptr;
+    check(samba_tensor_name(owned[i].get(), &traced));
+    std::string name = onnx_names.empty() ? std::string(traced ? traced : "") : onnx_names[i];
+    if (name.empty()) name = fmt::format("output_{}", i);
     // An output's name may hold characters a file name cannot.
-    std::string file = name && *name ? name : "output";
+    std::string file = name;
     for (char& c : file)
       if (c == '/' || c == '\\') c = '_';
     const fs::path path = fs::path(o.output_dir) / (file + ".npy");
-    write_npy(t.get(), path);
-    std::printf("%s -> %s\n", name, path.string().c_str());
+    write_npy(owned[i].get(), path);
+    std::printf("%s -> %s\n", name.c_str(), path.string().c_str());
   }
   return 0;
 }
