@@ -39,6 +39,9 @@ Out mean_of_inputs(const NodeContext& c);
 Out negative_log_likelihood_loss(const NodeContext& c);
 Out softmax_cross_entropy_loss(const NodeContext& c);
 Out leaky_relu(const NodeContext& c);
+// PRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign,
+// ThresholdedRelu, Tan, Sign: compositions of registry ops (lower_activation.cpp).
+Out activation(const NodeContext& c, std::string_view kind);
 Out clip(const NodeContext& c);
 Out div(const NodeContext& c);
 Out pow(const NodeContext& c);
