@@ -1,5 +1,7 @@
-// Lowerings of ONNX activations the registry has no single op for, composed
-// of registry ops (so their gradients come from the registry's).
+// Lowerings of ONNX activations and elementwise ops the registry has no single
+// op for, composed of registry ops (so their gradients come from the registry's).
+#include <limits>
+
 #include "engine/onnx/lowerings.h"
 #include "engine/ops/registry.h"
 
@@ -54,6 +56,34 @@ Out activation(const NodeContext& c, std::string_view kind) {
     const Tensor negative = call1("lt", {x, num(0, x)});
     return {call1("sub", {call1("cast", {positive}, {{"dtype", x.dtype()}}),
                           call1("cast", {negative}, {{"dtype", x.dtype()}})})};
+  }
+  if (kind == "Floor" || kind == "Ceil") {
+    // Division by one rounding down is floor; ceil is floor's mirror.
+    if (kind == "Floor") return {call1("div", {x, num(1, x)}, {{"rounding_mode", std::string("floor")}})};
+    const Tensor down = call1("div", {call1("neg", {x}), num(1, x)}, {{"rounding_mode", std::string("floor")}});
+    return {call1("neg", {down})};
+  }
+  if (kind == "Sinh" || kind == "Cosh") {
+    const Tensor up = call1("exp", {x}), down = call1("exp", {call1("neg", {x})});
+    return {call1("mul", {call1(kind == "Sinh" ? "sub" : "add", {up, down}), num(0.5, x)})};
+  }
+  if (kind == "IsNaN") return {call1("ne", {x, x})};
+  if (kind == "IsInf") {
+    const double inf = std::numeric_limits<double>::infinity();
+    const Tensor pos = call1("eq", {x, num(inf, x)}), neg = call1("eq", {x, num(-inf, x)});
+    const bool want_pos = c.attr_int("detect_positive", 1) != 0;
+    const bool want_neg = c.attr_int("detect_negative", 1) != 0;
+    if (want_pos && want_neg) return {call1("logical_or", {pos, neg})};
+    if (want_pos) return {pos};
+    if (want_neg) return {neg};
+    return {call1("zeros_like", {x}, {{"dtype", DType::Bool}})};
+  }
+  if (kind == "Shrink") {
+    const double lambd = c.attr_float("lambd", 0.5), bias = c.attr_float("bias", 0.0);
+    const Tensor low = call1("lt", {x, num(-lambd, x)}), high = call1("gt", {x, num(lambd, x)});
+    const Tensor zero = call1("zeros_like", {x});
+    return {call1("where", {low, call1("add", {x, num(bias, x)}),
+                            call1("where", {high, call1("sub", {x, num(bias, x)}), zero})})};
   }
   c.unsupported("activation '{}' has no lowering", kind);
 }

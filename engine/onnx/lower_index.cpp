@@ -18,16 +18,64 @@ double constant_scalar(const NodeContext& c, size_t i, std::string_view what) {
 
 }  // namespace
 
+namespace {
+
+// ONNX counts negative indices from the end of the axis; the registry does not.
+Tensor wrapped_index(const Tensor& index, int64_t size) {
+  const Tensor i64 = call1("cast", {index}, {{"dtype", DType::Int64}});
+  const Tensor n = Tensor::scalar(static_cast<double>(size), DType::Int64, true);
+  const Tensor zero = Tensor::scalar(0, DType::Int64, true);
+  return call1("where", {call1("lt", {i64, zero}), call1("add", {i64, n}), i64});
+}
+
+}  // namespace
+
 Out gather_elements(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  const Tensor& index = c.input(1);
   const int64_t axis = axis_in(c, c.attr_int("axis", 0), x.dim(), "axis");
-  // ONNX counts negative indices from the end of the axis.
-  Tensor i64 = call1("cast", {index}, {{"dtype", DType::Int64}});
-  const Tensor size = Tensor::scalar(static_cast<double>(x.size(axis)), DType::Int64, true);
-  const Tensor zero = Tensor::scalar(0, DType::Int64, true);
-  Tensor wrapped = call1("where", {call1("lt", {i64, zero}), call1("add", {i64, size}), i64});
-  return {call1("gather", {x, wrapped}, {{"dim", axis}})};
+  return {call1("gather", {x, wrapped_index(c.input(1), x.size(axis))}, {{"dim", axis}})};
+}
+
+Out scatter_elements(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const int64_t axis = axis_in(c, c.attr_int("axis", 0), x.dim(), "axis");
+  const std::string reduction = c.attr_string("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    c.unsupported("reduction '{}'; supported: none, add", reduction);
+  return {call1(reduction == "add" ? "scatter_add" : "scatter",
+                {x, wrapped_index(c.input(1), x.size(axis)), c.input(2)}, {{"dim", axis}})};
+}
+
+Out top_k(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const std::vector<int64_t> k = c.constant_ints(1, "K");
+  if (k.size() != 1 || k[0] < 0) c.invalid("'K' must hold one non-negative value");
+  const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
+  return call("topk", {x}, {{"k", k[0]}, {"dim", axis}, {"largest", c.attr_int("largest", 1) != 0},
+                            {"sorted", c.attr_int("sorted", 1) != 0}});
+}
+
+Out depth_space(const NodeContext& c, bool to_space) {
+  const Tensor& x = c.input(0);
+  if (x.dim() != 4) c.invalid("the input must be (N, C, H, W), got {}", dims_str(x.shape()));
+  const int64_t b = c.attr_int("blocksize", 0);
+  if (b <= 0) c.invalid("blocksize must be positive, got {}", b);
+  const int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
+  auto reshape = [](const Tensor& t, Dims shape) { return call1("reshape", {t}, {{"shape", shape}}); };
+  auto permute = [](const Tensor& t, std::vector<int64_t> dims) {
+    return call1("permute", {t}, {{"dims", dims}});
+  };
+  if (!to_space) {  // SpaceToDepth
+    if (h % b || w % b) c.invalid("H and W ({}, {}) must be multiples of blocksize {}", h, w, b);
+    const Tensor t = permute(reshape(x, {n, ch, h / b, b, w / b, b}), {0, 3, 5, 1, 2, 4});
+    return {reshape(t, {n, ch * b * b, h / b, w / b})};
+  }
+  if (ch % (b * b)) c.invalid("C ({}) must be a multiple of blocksize^2 ({})", ch, b * b);
+  const int64_t c2 = ch / (b * b);
+  const bool crd = c.attr_string("mode", "DCR") == "CRD";
+  const Tensor t = crd ? permute(reshape(x, {n, c2, b, b, h, w}), {0, 1, 4, 2, 5, 3})
+                       : permute(reshape(x, {n, b, b, c2, h, w}), {0, 3, 4, 1, 5, 2});
+  return {reshape(t, {n, c2, h * b, w * b})};
 }
 
 Out trilu(const NodeContext& c) {

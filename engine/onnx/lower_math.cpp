@@ -60,6 +60,25 @@ Out pow(const NodeContext& c) {
   return {y.dtype() == base ? y : call1("cast", {y}, {{"dtype", base}})};
 }
 
+Out mod(const NodeContext& c) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  // a - round(a / b) * b: rounding down gives the divisor's sign (Python's
+  // %, fmod 0), toward zero the dividend's (C's fmod, fmod 1).
+  const bool fmod = c.attr_int("fmod", 0) != 0;
+  if (!fmod && is_floating(a.dtype()))
+    c.invalid("fmod 0 is for integers; floating inputs need fmod 1");
+  const Tensor q = call1("div", {a, b}, {{"rounding_mode", std::string(fmod ? "trunc" : "floor")}});
+  return {call1("sub", {a, call1("mul", {q, b})})};
+}
+
+Out instance_normalization(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.dim() < 3) c.invalid("the input must be (N, C, spatial...), got {}", dims_str(x.shape()));
+  // Instance norm is group norm with a group per channel.
+  return {call1("group_norm", {x, c.input(1), c.input(2)},
+                {{"num_groups", x.size(1)}, {"eps", c.attr_float("epsilon", 1e-5)}})};
+}
+
 Out matmul(const NodeContext& c) { return {call1("matmul", {c.input(0), c.input(1)})}; }
 
 Out gemm(const NodeContext& c) {

@@ -177,6 +177,100 @@ Out average_pool(const NodeContext& c) {
   return {sp.out(y)};
 }
 
+Out conv_transpose(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const Spatial sp = spatial_of(c, x);
+  const Tensor& w = c.input(1);
+  if (w.dim() != x.dim())
+    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
+              dims_str(x.shape()));
+  const size_t rank = sp.rank;
+  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  if (auto ks = c.attr_ints("kernel_shape"); ks && *ks != kernel)
+    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
+              dims_str(w.shape()));
+  const std::vector<int64_t> stride = ints_or(c, "strides", rank, 1);
+  const std::vector<int64_t> dilation = ints_or(c, "dilations", rank, 1);
+  const std::vector<int64_t> out_pad = ints_or(c, "output_padding", rank, 0);
+  // The full output of each dim (no pads), then the pads that crop it to the
+  // requested size: from `pads`, or from output_shape / SAME auto_pad.
+  std::vector<int64_t> full(rank), begin(rank), end(rank);
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  const auto output_shape = c.attr_ints("output_shape");
+  const std::vector<int64_t> pads = ints_or(c, "pads", 2 * rank, 0);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t in = x.size(static_cast<int64_t>(i) + 2);
+    full[i] = stride[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1;
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (output_shape || same) {
+      const size_t n = output_shape ? output_shape->size() : rank;
+      const int64_t want = output_shape ? (*output_shape)[n - rank + i] : in * stride[i];
+      // A negative total (an output larger than the full one) grows the
+      // output with zeros.
+      const int64_t total = full[i] - want;
+      const bool upper = auto_pad != "SAME_LOWER";
+      begin[i] = upper ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+    } else {
+      begin[i] = pads[i];
+      end[i] = pads[i + rank];
+    }
+  }
+  Tensor x2 = sp.in(x);
+  const Tensor w2 = sp.in(w);
+  const Tensor* bias = c.optional_input(2);
+  const int64_t groups = c.attr_int("group", 1);
+  bool direct = true;
+  for (size_t i = 0; i < rank; ++i)
+    direct = direct && begin[i] == end[i] && begin[i] >= 0 &&
+             out_pad[i] < std::max(stride[i], dilation[i]);
+  if (direct) {
+    Attrs attrs{{"stride", sp.widen(stride, 1)},
+                {"padding", sp.widen(begin, 0)},
+                {"output_padding", sp.widen(out_pad, 0)},
+                {"dilation", sp.widen(dilation, 1)},
+                {"groups", groups}};
+    return {sp.out(bias ? call1("conv_transpose2d", {x2, w2, *bias}, attrs)
+                        : call1("conv_transpose2d", {x2, w2}, attrs))};
+  }
+  // Pads the registry cannot take: the full output without output_padding,
+  // grown with zeros by output_padding (rows no input reaches) and by
+  // negative pads, then cropped by the positive ones.
+  Attrs attrs{{"stride", sp.widen(stride, 1)}, {"dilation", sp.widen(dilation, 1)},
+              {"groups", groups}};
+  Tensor y = call1("conv_transpose2d", {x2, w2}, attrs);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t dim = static_cast<int64_t>(i) + 2;
+    const int64_t grow_begin = std::max<int64_t>(-begin[i], 0);
+    const int64_t grow_end = out_pad[i] + std::max<int64_t>(-end[i], 0);
+    if (grow_begin > 0 || grow_end > 0) {
+      std::vector<int64_t> pairs(2 * (static_cast<size_t>(y.dim()) - 2), 0);
+      const size_t pair = static_cast<size_t>(y.dim() - 1 - dim);
+      pairs[2 * pair] = grow_begin;
+      pairs[2 * pair + 1] = grow_end;
+      y = call1("pad", {y}, {{"pad", pairs}, {"mode", std::string("constant")}, {"value", 0.0}});
+    }
+    const int64_t size = y.size(dim);
+    const int64_t start = std::max<int64_t>(begin[i], 0), stop = size - std::max<int64_t>(end[i], 0);
+    if (start > 0 || stop < size)
+      y = call1("slice", {y}, {{"dim", dim}, {"start", start}, {"end", stop}});
+  }
+  if (bias) {
+    Dims per_channel(static_cast<size_t>(y.dim()), 1);
+    per_channel[1] = -1;
+    y = call1("add", {y, call1("reshape", {*bias}, {{"shape", per_channel}})});
+  }
+  return {sp.out(y)};
+}
+
+Out global_max_pool(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.dim() < 3) c.invalid("the input must be (N, C, spatial...), got {}", dims_str(x.shape()));
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return {call1("max", {x}, {{"dim", dims}, {"keepdim", true}})};
+}
+
 Out global_average_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const Spatial sp = spatial_of(c, x);

@@ -22,6 +22,8 @@ Out conv(const NodeContext& c);
 Out max_pool(const NodeContext& c);
 Out average_pool(const NodeContext& c);
 Out global_average_pool(const NodeContext& c);
+Out global_max_pool(const NodeContext& c);
+Out conv_transpose(const NodeContext& c);
 Out batch_normalization(const NodeContext& c);
 Out layer_normalization(const NodeContext& c);
 Out softmax(const NodeContext& c, std::string_view op);
@@ -40,11 +42,14 @@ Out negative_log_likelihood_loss(const NodeContext& c);
 Out softmax_cross_entropy_loss(const NodeContext& c);
 Out leaky_relu(const NodeContext& c);
 // PRelu, Elu, Selu, Celu, HardSigmoid, HardSwish, Softplus, Softsign,
-// ThresholdedRelu, Tan, Sign: compositions of registry ops (lower_activation.cpp).
+// ThresholdedRelu, Tan, Sign, Floor, Ceil, Sinh, Cosh, IsNaN, IsInf, Shrink:
+// compositions of registry ops (lower_activation.cpp).
 Out activation(const NodeContext& c, std::string_view kind);
 Out clip(const NodeContext& c);
 Out div(const NodeContext& c);
 Out pow(const NodeContext& c);
+Out mod(const NodeContext& c);
+Out instance_normalization(const NodeContext& c);
 Out dropout(const NodeContext& c);
 
 Out identity(const NodeContext& c);
@@ -71,6 +76,10 @@ Out range(const NodeContext& c);
 Out size(const NodeContext& c);
 Out cast_like(const NodeContext& c);
 Out tile(const NodeContext& c);
+Out scatter_elements(const NodeContext& c);
+Out top_k(const NodeContext& c);
+// DepthToSpace (to_space) and SpaceToDepth: reshape, permute, reshape.
+Out depth_space(const NodeContext& c, bool to_space);
 
 // A 1-D int64 tensor of `v` (indices and shapes known at import).
 Tensor int64_vector(const std::vector<int64_t>& v);
