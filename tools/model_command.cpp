@@ -9,9 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/core/error.h"
 #include "engine/pef/reader.h"
@@ -198,8 +197,7 @@ std::vector<std::string> names_of(const samba_session* s, samba_names_kind kind)
 TensorPtr input_tensor(const std::string& spec, const std::vector<std::string>& known) {
   const size_t eq = spec.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-    throw Error(Status::InvalidArgument,
-                fmt::format("--input '{}' is not NAME=FILE.npy", spec));
+    throw Error(Status::InvalidArgument, fmt::format("--input '{}' is not NAME=FILE.npy", spec));
   const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
   if (std::find(known.begin(), known.end(), name) == known.end())
     throw Error(Status::NotFound, fmt::format("--input '{}': the PEF has no input '{}'; its "
@@ -292,10 +290,11 @@ int run(const RunOptions& o) {
 
 void add_model_commands(CLI::App& app, CommandAction& action) {
   auto c = std::make_shared<CompileOptions>();
-  CLI::App* compile_cmd =
-      app.add_subcommand("compile", "Compile an ONNX model into a PEF (training unless --inference)");
-  compile_cmd->add_option("model", c->model, "the ONNX model file")->required()->check(
-      CLI::ExistingFile);
+  CLI::App* compile_cmd = app.add_subcommand(
+      "compile", "Compile an ONNX model into a PEF (training unless --inference)");
+  compile_cmd->add_option("model", c->model, "the ONNX model file")
+      ->required()
+      ->check(CLI::ExistingFile);
   compile_cmd->add_option("-o,--output", c->pef, "the PEF file to write")->required();
   compile_cmd->add_flag("--inference", c->inference, "forward only: no gradients, no optimizer");
   compile_cmd->add_option("-b,--batch-size", c->batch, "batch size: a symbolic first dim's value")

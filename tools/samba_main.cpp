@@ -46,7 +46,9 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sambaflow: compile ONNX models into Samba programs (PEF files), run, inspect and check them", "sambaflow"};
+  CLI::App app{
+      "sambaflow: compile ONNX models into Samba programs (PEF files), run, inspect and check them",
+      "sambaflow"};
   app.set_version_flag("--version", std::string("sambaflow ") + samba_version());
   app.require_subcommand(1);
   samba::tool::CommandAction action;

@@ -29,8 +29,7 @@ Out activation(const NodeContext& c, std::string_view kind) {
   if (kind == "Selu") {
     const double alpha = c.attr_float("alpha", 1.67326319217681884765625);
     const double gamma = c.attr_float("gamma", 1.05070102214813232421875);
-    return {call1("mul",
-                  {call1("where", {positive, x, exp_minus_one(x, alpha)}), num(gamma, x)})};
+    return {call1("mul", {call1("where", {positive, x, exp_minus_one(x, alpha)}), num(gamma, x)})};
   }
   if (kind == "Celu") {
     const double alpha = c.attr_float("alpha", 1.0);
@@ -40,13 +39,13 @@ Out activation(const NodeContext& c, std::string_view kind) {
   if (kind == "HardSigmoid" || kind == "HardSwish") {
     const double alpha = kind == "HardSwish" ? 1.0 / 6 : c.attr_float("alpha", 0.2);
     const double beta = kind == "HardSwish" ? 0.5 : c.attr_float("beta", 0.5);
-    const Tensor h = call1("clamp", {call1("add", {call1("mul", {x, num(alpha, x)}), num(beta, x)})},
-                           {{"min", 0.0}, {"max", 1.0}});
+    const Tensor h =
+        call1("clamp", {call1("add", {call1("mul", {x, num(alpha, x)}), num(beta, x)})},
+              {{"min", 0.0}, {"max", 1.0}});
     return {kind == "HardSwish" ? call1("mul", {x, h}) : h};
   }
   if (kind == "Softplus") return {call1("log", {call1("add", {call1("exp", {x}), num(1, x)})})};
-  if (kind == "Softsign")
-    return {call1("div", {x, call1("add", {call1("abs", {x}), num(1, x)})})};
+  if (kind == "Softsign") return {call1("div", {x, call1("add", {call1("abs", {x}), num(1, x)})})};
   if (kind == "ThresholdedRelu") {
     const Tensor above = call1("gt", {x, num(c.attr_float("alpha", 1.0), x)});
     return {call1("where", {above, x, call1("zeros_like", {x})})};
@@ -59,8 +58,10 @@ Out activation(const NodeContext& c, std::string_view kind) {
   }
   if (kind == "Floor" || kind == "Ceil") {
     // Division by one rounding down is floor; ceil is floor's mirror.
-    if (kind == "Floor") return {call1("div", {x, num(1, x)}, {{"rounding_mode", std::string("floor")}})};
-    const Tensor down = call1("div", {call1("neg", {x}), num(1, x)}, {{"rounding_mode", std::string("floor")}});
+    if (kind == "Floor")
+      return {call1("div", {x, num(1, x)}, {{"rounding_mode", std::string("floor")}})};
+    const Tensor down =
+        call1("div", {call1("neg", {x}), num(1, x)}, {{"rounding_mode", std::string("floor")}});
     return {call1("neg", {down})};
   }
   if (kind == "Sinh" || kind == "Cosh") {

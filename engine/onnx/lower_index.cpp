@@ -9,10 +9,12 @@ namespace {
 double constant_scalar(const NodeContext& c, size_t i, std::string_view what) {
   const Tensor& t = c.input(i);
   if (!t.has_data() || t.is_symbolic() || t.requires_grad())
-    c.unsupported("input '{}' must be known when the model is imported (an initializer, a "
-                  "Constant, or computed from them); it is computed from the graph's inputs",
-                  what);
-  if (t.numel() != 1) c.invalid("input '{}' must be a scalar, got shape {}", what, dims_str(t.shape()));
+    c.unsupported(
+        "input '{}' must be known when the model is imported (an initializer, a "
+        "Constant, or computed from them); it is computed from the graph's inputs",
+        what);
+  if (t.numel() != 1)
+    c.invalid("input '{}' must be a scalar, got shape {}", what, dims_str(t.shape()));
   return t.item_double();
 }
 
@@ -51,8 +53,11 @@ Out top_k(const NodeContext& c) {
   const std::vector<int64_t> k = c.constant_ints(1, "K");
   if (k.size() != 1 || k[0] < 0) c.invalid("'K' must hold one non-negative value");
   const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
-  return call("topk", {x}, {{"k", k[0]}, {"dim", axis}, {"largest", c.attr_int("largest", 1) != 0},
-                            {"sorted", c.attr_int("sorted", 1) != 0}});
+  return call("topk", {x},
+              {{"k", k[0]},
+               {"dim", axis},
+               {"largest", c.attr_int("largest", 1) != 0},
+               {"sorted", c.attr_int("sorted", 1) != 0}});
 }
 
 Out depth_space(const NodeContext& c, bool to_space) {
@@ -61,7 +66,9 @@ Out depth_space(const NodeContext& c, bool to_space) {
   const int64_t b = c.attr_int("blocksize", 0);
   if (b <= 0) c.invalid("blocksize must be positive, got {}", b);
   const int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
-  auto reshape = [](const Tensor& t, Dims shape) { return call1("reshape", {t}, {{"shape", shape}}); };
+  auto reshape = [](const Tensor& t, Dims shape) {
+    return call1("reshape", {t}, {{"shape", shape}});
+  };
   auto permute = [](const Tensor& t, std::vector<int64_t> dims) {
     return call1("permute", {t}, {{"dims", dims}});
   };
@@ -94,8 +101,9 @@ Out range(const NodeContext& c) {
   const double limit = constant_scalar(c, 1, "limit");
   const double delta = constant_scalar(c, 2, "delta");
   if (delta == 0) c.invalid("'delta' must not be 0");
-  return {call1("arange", {},
-                {{"start", start}, {"end", limit}, {"step", delta}, {"dtype", c.input(0).dtype()}})};
+  return {
+      call1("arange", {},
+            {{"start", start}, {"end", limit}, {"step", delta}, {"dtype", c.input(0).dtype()}})};
 }
 
 Out size(const NodeContext& c) {

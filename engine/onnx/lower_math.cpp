@@ -135,7 +135,8 @@ Out layer_normalization(const NodeContext& c) {
     for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
     const Attrs over{{"dim", dims}, {"keepdim", true}};
     out.push_back(call1("mean", {x}, over));
-    const Tensor var = call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
+    const Tensor var =
+        call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
     out.push_back(call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})}));
   }
   return out;

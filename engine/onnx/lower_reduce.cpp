@@ -5,7 +5,9 @@
 namespace samba::onnx_import::lower {
 namespace {
 
-Tensor wrapped_scalar(double v, const Tensor& like) { return Tensor::scalar(v, like.dtype(), true); }
+Tensor wrapped_scalar(double v, const Tensor& like) {
+  return Tensor::scalar(v, like.dtype(), true);
+}
 
 }  // namespace
 
@@ -27,16 +29,19 @@ Out arg_reduce(const NodeContext& c, std::string_view op) {
   const int64_t n = x.size(axis);
   std::vector<int64_t> reversed(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) reversed[static_cast<size_t>(i)] = n - 1 - i;
-  const Tensor first = call1(op, {call1("index_select", {x, int64_vector(reversed)}, {{"dim", axis}})}, attrs);
-  return {call1("add", {call1("neg", {first}), Tensor::scalar(static_cast<double>(n - 1), first.dtype(), true)})};
+  const Tensor first =
+      call1(op, {call1("index_select", {x, int64_vector(reversed)}, {{"dim", axis}})}, attrs);
+  return {call1("add", {call1("neg", {first}),
+                        Tensor::scalar(static_cast<double>(n - 1), first.dtype(), true)})};
 }
 
 Out cumsum(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const std::vector<int64_t> axis = c.constant_ints(1, "axis");
   if (axis.size() != 1) c.invalid("'axis' must hold one value, got {}", axis.size());
-  Tensor y = call1("cumsum", {x}, {{"dim", axis_in(c, axis[0], x.dim(), "axis")},
-                                   {"reverse", c.attr_int("reverse", 0) != 0}});
+  Tensor y = call1(
+      "cumsum", {x},
+      {{"dim", axis_in(c, axis[0], x.dim(), "axis")}, {"reverse", c.attr_int("reverse", 0) != 0}});
   // Exclusive: each element leaves itself out of its sum.
   if (c.attr_int("exclusive", 0) != 0) y = call1("sub", {y, x});
   return {y};
@@ -57,7 +62,8 @@ Out nll_over_rows(const NodeContext& c, const Tensor& log_prob, const Tensor& ta
   const std::string reduction = c.attr_string("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     c.unsupported("reduction '{}'; supported: none, sum, mean", reduction);
-  if (log_prob.dim() < 2) c.invalid("the input must be (N, C, ...), got {}", dims_str(log_prob.shape()));
+  if (log_prob.dim() < 2)
+    c.invalid("the input must be (N, C, ...), got {}", dims_str(log_prob.shape()));
   Tensor scores = log_prob, labels = target;
   if (log_prob.dim() > 2) {
     std::vector<int64_t> perm{0};

@@ -236,8 +236,8 @@ Out conv_transpose(const NodeContext& c) {
   // Pads the registry cannot take: the full output without output_padding,
   // grown with zeros by output_padding (rows no input reaches) and by
   // negative pads, then cropped by the positive ones.
-  Attrs attrs{{"stride", sp.widen(stride, 1)}, {"dilation", sp.widen(dilation, 1)},
-              {"groups", groups}};
+  Attrs attrs{
+      {"stride", sp.widen(stride, 1)}, {"dilation", sp.widen(dilation, 1)}, {"groups", groups}};
   Tensor y = call1("conv_transpose2d", {x2, w2}, attrs);
   for (size_t i = 0; i < rank; ++i) {
     const int64_t dim = static_cast<int64_t>(i) + 2;
@@ -251,7 +251,8 @@ Out conv_transpose(const NodeContext& c) {
       y = call1("pad", {y}, {{"pad", pairs}, {"mode", std::string("constant")}, {"value", 0.0}});
     }
     const int64_t size = y.size(dim);
-    const int64_t start = std::max<int64_t>(begin[i], 0), stop = size - std::max<int64_t>(end[i], 0);
+    const int64_t start = std::max<int64_t>(begin[i], 0),
+                  stop = size - std::max<int64_t>(end[i], 0);
     if (start > 0 || stop < size)
       y = call1("slice", {y}, {{"dim", dim}, {"start", start}, {"end", stop}});
   }

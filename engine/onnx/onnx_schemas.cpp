@@ -31,13 +31,14 @@ void lift_unchanged_opset(onnx::ModelProto& m) {
     const onnx::OpSchema* then = registry.GetSchema(n.op_type(), static_cast<int>(opset));
     const onnx::OpSchema* now = registry.GetSchema(n.op_type(), static_cast<int>(kMinOpset));
     if (then && now && then == now) continue;
-    fail(Status::Unsupported,
-         "the model uses ONNX opset {}; supported: opsets {} to {}, or an older opset whose ops are "
-         "unchanged up to opset {} (node '{}' ({}) {})",
-         opset, kMinOpset, max_opset(), kMinOpset,
-         n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name(), n.op_type(),
-         !then || !now ? std::string("is not an op at both opsets")
-                       : fmt::format("changed at opset {}", now->SinceVersion()));
+    fail(
+        Status::Unsupported,
+        "the model uses ONNX opset {}; supported: opsets {} to {}, or an older opset whose ops are "
+        "unchanged up to opset {} (node '{}' ({}) {})",
+        opset, kMinOpset, max_opset(), kMinOpset,
+        n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name(), n.op_type(),
+        !then || !now ? std::string("is not an op at both opsets")
+                      : fmt::format("changed at opset {}", now->SinceVersion()));
   }
   default_set->set_version(kMinOpset);
 }
@@ -56,7 +57,8 @@ void require_weight_rank_of_input(onnx::InferenceContext& ctx) {
   const int weight_rank = ctx.getInputType(1)->tensor_type().shape().dim_size();
   if (input_rank != weight_rank)
     fail_shape_inference("the input has rank ", input_rank, " but the weight has rank ",
-                         weight_rank, "; expected equal ranks (N, C, spatial...) and (M, C/group, "
+                         weight_rank,
+                         "; expected equal ranks (N, C, spatial...) and (M, C/group, "
                          "kernel...)");
 }
 
