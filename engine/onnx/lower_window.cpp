@@ -95,6 +95,19 @@ Tensor pad_explicitly(const Spatial& sp, const Tensor& x2, const Window& w, doub
   return call1("pad", {x2}, {{"pad", pairs}, {"mode", std::string("constant")}, {"value", value}});
 }
 
+// A convolution's kernel: the weight's spatial dims, which `kernel_shape`
+// must repeat when given.
+std::vector<int64_t> kernel_of_weight(const NodeContext& c, const Tensor& x, const Tensor& w) {
+  if (w.dim() != x.dim())
+    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
+              dims_str(x.shape()));
+  std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  if (auto ks = c.attr_ints("kernel_shape"); ks && *ks != kernel)
+    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
+              dims_str(w.shape()));
+  return kernel;
+}
+
 void require_one_output(const NodeContext& c) {
   if (c.output_count() > 1)
     c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
@@ -106,13 +119,7 @@ Out conv(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const Spatial sp = spatial_of(c, x);
   const Tensor& w = c.input(1);
-  if (w.dim() != x.dim())
-    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
-              dims_str(x.shape()));
-  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  if (auto ks = c.attr_ints("kernel_shape"); ks && *ks != kernel)
-    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
-              dims_str(w.shape()));
+  const std::vector<int64_t> kernel = kernel_of_weight(c, x, w);
   const Window win = window_of(c, x, sp.rank, kernel);
   Tensor x2 = sp.in(x);
   std::vector<int64_t> padding = win.begin;
@@ -181,14 +188,8 @@ Out conv_transpose(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const Spatial sp = spatial_of(c, x);
   const Tensor& w = c.input(1);
-  if (w.dim() != x.dim())
-    c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
-              dims_str(x.shape()));
   const size_t rank = sp.rank;
-  const std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
-  if (auto ks = c.attr_ints("kernel_shape"); ks && *ks != kernel)
-    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
-              dims_str(w.shape()));
+  const std::vector<int64_t> kernel = kernel_of_weight(c, x, w);
   const std::vector<int64_t> stride = ints_or(c, "strides", rank, 1);
   const std::vector<int64_t> dilation = ints_or(c, "dilations", rank, 1);
   const std::vector<int64_t> out_pad = ints_or(c, "output_padding", rank, 0);
