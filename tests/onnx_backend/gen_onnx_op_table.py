@@ -2,10 +2,12 @@
 and the per-op results of the ONNX backend tests (from a run's
 onnx_backend_test.py --results).
 
-Usage: gen_onnx_op_table.py RESULTS.json DATA_DIR [DOC]
+Usage: gen_onnx_op_table.py RESULTS.json DATA_DIR [DOC] [--check]
 DATA_DIR is the suite's data the run used (each node test's model names its
 op); the op table comes from the library the run loaded ($SAMBA_LIBRARY).
-Each table replaces the text between its markers in DOC (docs/onnx.md)."""
+Each table replaces the text between its markers in DOC (docs/onnx.md).
+--check changes nothing and fails when DOC differs from what it would write
+(the backend test runs it, so the tables follow the importer)."""
 import collections
 import json
 import os
@@ -39,9 +41,11 @@ def node_test_ops(data_dir, names):
 
 
 def main():
-    results_path, data_dir = sys.argv[1:3]
+    check = "--check" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--check"]
+    results_path, data_dir = args[:2]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    doc = sys.argv[3] if len(sys.argv) > 3 else os.path.join(root, "docs/onnx.md")
+    doc = args[2] if len(args) > 2 else os.path.join(root, "docs/onnx.md")
     sys.path.insert(0, os.path.join(root, "bindings/python"))
     from sambaflow.samba.onnx_import import max_opset, op_table
 
@@ -104,15 +108,22 @@ def main():
         rows.append(f"| {row['op']} | {row['since']}-{row['until']} | {row['registry_ops']} |")
     rows += ["", TABLE_END]
 
-    text = open(doc).read()
+    before = text = open(doc).read()
     for begin, end, block in ((BEGIN, END, lines), (TABLE_BEGIN, TABLE_END, rows)):
         if begin in text and end in text:
             text = text[: text.index(begin)] + "\n".join(block) + text[text.index(end) + len(end):]
         else:
             text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
+    if check:
+        if text != before:
+            print(f"{doc} is out of date with this run; rewrite its tables with\n"
+                  f"  SAMBA_LIBRARY=... python3 {os.path.relpath(__file__, root)} {results_path} {data_dir}")
+            return 1
+        return 0
     open(doc, "w").write(text)
     print(f"{doc}: {len(lines) - 8} ops; node tests {passed} / {len(node)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -5,7 +5,8 @@
 # Python side of the libonnx the importer links) and numpy, or $SAMBA_PYTHON.
 # The suite's data is generated from onnx's own test cases into WORKDIR/data
 # (Debian ships it in libonnx-testdata, which is not required). Exit 77
-# (skipped) when the interpreter lacks onnx 1.12 or numpy.
+# (skipped) when the interpreter lacks onnx 1.12 or numpy. A full run (no
+# extra arguments) also checks docs/onnx.md's tables are those of this run.
 set -euo pipefail
 lib=$(realpath "$1")
 work=$2
@@ -37,4 +38,10 @@ cmd_tools.main()
 fi
 export SAMBA_LIBRARY="$lib" PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
 cd "$work"
-exec "$py" -W ignore "$here/onnx_backend_test.py" "$work/data" --results "$work/results.json" "$@"
+status=0
+"$py" -W ignore "$here/onnx_backend_test.py" "$work/data" --results "$work/results.json" "$@" || status=$?
+# docs/onnx.md's tables are written from the run; a stale page fails the test.
+if [ "$status" -eq 0 ] && [ "$#" -eq 0 ]; then
+  "$py" -W ignore "$here/gen_onnx_op_table.py" "$work/results.json" "$work/data" --check || status=$?
+fi
+exit "$status"
