@@ -12,6 +12,39 @@ void require_one_output(const NodeContext& c) {
     c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
 }
 
+// BatchNormalization with training_mode 1: normalized by the batch's own
+// statistics (population variance), with the running statistics updated as
+// the second and third outputs.
+Out batch_normalization_training(const NodeContext& c, double eps, double momentum) {
+  const Tensor& x = c.input(0);
+  if (x.dim() < 2) c.invalid("the input must be (N, C, ...), got {}", dims_str(x.shape()));
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor mean = call1("mean", {x}, {{"dim", dims}, {"keepdim", true}});
+  const Tensor var =
+      call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
+  Dims per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = -1;
+  auto channel = [&](const Tensor& t) { return call1("reshape", {t}, {{"shape", per_channel}}); };
+  const Tensor inv = call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})});
+  const Tensor y = call1("add", {call1("mul", {call1("mul", {call1("sub", {x, mean}), inv}),
+                                               channel(c.input(1))}),
+                                 channel(c.input(2))});
+  Out out{y};
+  if (c.output_count() > 1) {
+    const Dims flat{x.size(1)};
+    auto blend = [&](const Tensor& running, const Tensor& batch) {
+      const Tensor kept = call1("mul", {running, Tensor::scalar(momentum, running.dtype(), true)});
+      const Tensor fresh = call1("mul", {call1("reshape", {batch}, {{"shape", flat}}),
+                                         Tensor::scalar(1 - momentum, batch.dtype(), true)});
+      return call1("add", {kept, fresh});
+    };
+    out.push_back(blend(c.input(3), mean));
+    out.push_back(blend(c.input(4), var));
+  }
+  return out;
+}
+
 }  // namespace
 
 Out unary(const NodeContext& c, std::string_view op) { return {call1(op, {c.input(0)})}; }
@@ -107,16 +140,14 @@ Out gemm(const NodeContext& c) {
 }
 
 Out batch_normalization(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const double eps = c.attr_float("epsilon", 1e-5), momentum = c.attr_float("momentum", 0.9);
+  if (c.attr_int("training_mode", 0) != 0) return batch_normalization_training(c, eps, momentum);
   require_one_output(c);
-  if (c.attr_int("training_mode", 0) != 0)
-    c.unsupported("training_mode 1 is not supported; supported: 0 (inference, running statistics)");
   // The registry's op counts updates in a buffer; inference never touches it.
   Tensor batches = Tensor::zeros({}, DType::Int64);
-  Attrs attrs{{"training", false},
-              {"eps", c.attr_float("epsilon", 1e-5)},
-              {"momentum", 1.0 - c.attr_float("momentum", 0.9)}};
-  return {call1("batch_norm", {c.input(0), c.input(1), c.input(2), c.input(3), c.input(4), batches},
-                attrs)};
+  Attrs attrs{{"training", false}, {"eps", eps}, {"momentum", 1.0 - momentum}};
+  return {call1("batch_norm", {x, c.input(1), c.input(2), c.input(3), c.input(4), batches}, attrs)};
 }
 
 Out layer_normalization(const NodeContext& c) {
@@ -194,12 +225,18 @@ Out clip(const NodeContext& c) {
 
 Out dropout(const NodeContext& c) {
   if (const Tensor* training = c.optional_input(2)) {
-    if (!training->has_data() || training->is_symbolic() || training->item_int() != 0)
+    // Training with a ratio known to be 0 keeps every element, as inference does.
+    const Tensor* ratio = c.optional_input(1);
+    const bool known = training->has_data() && !training->is_symbolic();
+    const bool zero_ratio = ratio && ratio->has_data() && !ratio->is_symbolic() &&
+                            ratio->item_double() == 0.0;
+    if (!known || (training->item_int() != 0 && !zero_ratio))
       c.unsupported(
-          "training_mode must be a constant false; supported: inference dropout (identity)");
+          "training_mode must be a constant false (or the ratio 0); supported: inference dropout "
+          "(identity)");
   }
   const Tensor& x = c.input(0);
-  // In inference every element is kept: the mask is all true.
+  // Every element is kept: the mask is all true.
   if (c.output_count() > 1) return {x, call1("ones_like", {x}, {{"dtype", DType::Bool}})};
   return {x};
 }
