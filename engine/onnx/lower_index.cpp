@@ -1,4 +1,6 @@
 // Lowerings of ONNX indexing and creation ops to registry ops.
+#include <cmath>
+
 #include "engine/onnx/lowerings.h"
 #include "engine/ops/registry.h"
 
@@ -77,7 +79,8 @@ Out depth_space(const NodeContext& c, bool to_space) {
     const Tensor t = permute(reshape(x, {n, ch, h / b, b, w / b, b}), {0, 3, 5, 1, 2, 4});
     return {reshape(t, {n, ch * b * b, h / b, w / b})};
   }
-  if (ch % (b * b)) c.invalid("C ({}) must be a multiple of blocksize^2 ({})", ch, b * b);
+  if (b > ch / b || ch % (b * b))
+    c.invalid("C ({}) must be a multiple of blocksize^2 (blocksize {})", ch, b);
   const int64_t c2 = ch / (b * b);
   const bool crd = c.attr_string("mode", "DCR") == "CRD";
   const Tensor t = crd ? permute(reshape(x, {n, c2, b, b, h, w}), {0, 1, 4, 2, 5, 3})
@@ -100,7 +103,11 @@ Out range(const NodeContext& c) {
   const double start = constant_scalar(c, 0, "start");
   const double limit = constant_scalar(c, 1, "limit");
   const double delta = constant_scalar(c, 2, "delta");
-  if (delta == 0) c.invalid("'delta' must not be 0");
+  if (!std::isfinite(start) || !std::isfinite(limit) || !std::isfinite(delta) || delta == 0)
+    c.invalid("start, limit and delta must be finite and delta not 0, got {}, {}, {}", start, limit,
+              delta);
+  if ((limit - start) / delta > static_cast<double>(kMaxDim))
+    c.unsupported("the range has more than 2^32 elements");
   return {
       call1("arange", {},
             {{"start", start}, {"end", limit}, {"step", delta}, {"dtype", c.input(0).dtype()}})};
@@ -119,6 +126,10 @@ Out tile(const NodeContext& c) {
   const std::vector<int64_t> repeats = c.constant_ints(1, "repeats");
   if (static_cast<int64_t>(repeats.size()) != x.dim())
     c.invalid("'repeats' has {} values for an input of rank {}", repeats.size(), x.dim());
+  for (size_t d = 0; d < repeats.size(); ++d)
+    if (repeats[d] < 0 ||
+        (repeats[d] > 0 && x.size(static_cast<int64_t>(d)) > kMaxDim / repeats[d]))
+      c.invalid("repeats {} must be non-negative and keep each dim within 2^32", repeats[d]);
   return {call1("repeat", {x}, {{"repeats", repeats}})};
 }
 

@@ -27,9 +27,9 @@ Out batch_normalization_training(const NodeContext& c, double eps, double moment
   per_channel[1] = -1;
   auto channel = [&](const Tensor& t) { return call1("reshape", {t}, {{"shape", per_channel}}); };
   const Tensor inv = call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})});
-  const Tensor y = call1("add", {call1("mul", {call1("mul", {call1("sub", {x, mean}), inv}),
-                                               channel(c.input(1))}),
-                                 channel(c.input(2))});
+  const Tensor y = call1(
+      "add", {call1("mul", {call1("mul", {call1("sub", {x, mean}), inv}), channel(c.input(1))}),
+              channel(c.input(2))});
   Out out{y};
   if (c.output_count() > 1) {
     const Dims flat{x.size(1)};
@@ -228,8 +228,8 @@ Out dropout(const NodeContext& c) {
     // Training with a ratio known to be 0 keeps every element, as inference does.
     const Tensor* ratio = c.optional_input(1);
     const bool known = training->has_data() && !training->is_symbolic();
-    const bool zero_ratio = ratio && ratio->has_data() && !ratio->is_symbolic() &&
-                            ratio->item_double() == 0.0;
+    const bool zero_ratio =
+        ratio && ratio->has_data() && !ratio->is_symbolic() && ratio->item_double() == 0.0;
     if (!known || (training->item_int() != 0 && !zero_ratio))
       c.unsupported(
           "training_mode must be a constant false (or the ratio 0); supported: inference dropout "

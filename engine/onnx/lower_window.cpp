@@ -84,8 +84,17 @@ bool registry_pads(const Window& w, bool pooling) {
 }
 
 // x (as 2-D) padded explicitly with `value`: the pad op takes (before, after)
-// pairs, last dim first.
-Tensor pad_explicitly(const Spatial& sp, const Tensor& x2, const Window& w, double value) {
+// pairs, last dim first. A pad as wide as the window only adds windows of
+// padding alone; such pads (which no exporter writes) are refused rather than
+// allocated.
+Tensor pad_explicitly(const NodeContext& c, const Spatial& sp, const Tensor& x2, const Window& w,
+                      double value) {
+  for (size_t i = 0; i < sp.rank; ++i)
+    if (std::max(w.begin[i], w.end[i]) >= (w.kernel[i] - 1) * w.dilation[i] + 1)
+      c.unsupported(
+          "pads {} and {} of spatial dim {} reach past the window of {}; supported: "
+          "pads smaller than the window",
+          w.begin[i], w.end[i], i, (w.kernel[i] - 1) * w.dilation[i] + 1);
   std::vector<int64_t> pairs;
   if (sp.one_d()) pairs = {0, 0};
   for (size_t i = sp.rank; i-- > 0;) {
@@ -102,6 +111,8 @@ std::vector<int64_t> kernel_of_weight(const NodeContext& c, const Tensor& x, con
     c.invalid("the weight's shape {} has not the rank of the input's {}", dims_str(w.shape()),
               dims_str(x.shape()));
   std::vector<int64_t> kernel(w.shape().begin() + 2, w.shape().end());
+  for (int64_t k : kernel)
+    if (k < 1) c.invalid("the weight's kernel dims must be positive, got {}", dims_str(w.shape()));
   if (auto ks = c.attr_ints("kernel_shape"); ks && *ks != kernel)
     c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
               dims_str(w.shape()));
@@ -124,7 +135,7 @@ Out conv(const NodeContext& c) {
   Tensor x2 = sp.in(x);
   std::vector<int64_t> padding = win.begin;
   if (!registry_pads(win, false)) {
-    x2 = pad_explicitly(sp, x2, win, 0.0);
+    x2 = pad_explicitly(c, sp, x2, win, 0.0);
     padding.assign(sp.rank, 0);
   }
   Attrs attrs{{"stride", sp.widen(win.stride, 1)},
@@ -148,7 +159,7 @@ Out max_pool(const NodeContext& c) {
   std::vector<int64_t> padding = win.begin;
   if (!registry_pads(win, true)) {
     // Padding never wins a maximum.
-    x2 = pad_explicitly(sp, x2, win, -std::numeric_limits<double>::infinity());
+    x2 = pad_explicitly(c, sp, x2, win, -std::numeric_limits<double>::infinity());
     padding.assign(sp.rank, 0);
   }
   Attrs attrs{{"kernel_size", sp.widen(win.kernel, 1)},
@@ -175,10 +186,10 @@ Out average_pool(const NodeContext& c) {
   // input (the average of a zero-padded tensor of ones).
   attrs.set("padding", sp.widen(std::vector<int64_t>(sp.rank, 0), 0));
   attrs.set("count_include_pad", true);
-  const Tensor x2 = pad_explicitly(sp, sp.in(x), win, 0.0);
+  const Tensor x2 = pad_explicitly(c, sp, sp.in(x), win, 0.0);
   Tensor y = call1("avg_pool2d", {x2}, attrs);
   if (!count_pad) {
-    const Tensor ones = pad_explicitly(sp, sp.in(call1("ones_like", {x})), win, 0.0);
+    const Tensor ones = pad_explicitly(c, sp, sp.in(call1("ones_like", {x})), win, 0.0);
     y = call1("div", {y, call1("avg_pool2d", {ones}, attrs)});
   }
   return {sp.out(y)};
@@ -201,6 +212,12 @@ Out conv_transpose(const NodeContext& c) {
   const std::vector<int64_t> pads = ints_or(c, "pads", 2 * rank, 0);
   for (size_t i = 0; i < rank; ++i) {
     const int64_t in = x.size(static_cast<int64_t>(i) + 2);
+    if (out_pad[i] < 0 || out_pad[i] >= std::max(stride[i], dilation[i]))
+      c.invalid("output_padding {} must be in [0, max(stride, dilation)) = [0, {})", out_pad[i],
+                std::max(stride[i], dilation[i]));
+    if (stride[i] > kMaxDim / std::max<int64_t>(in, 1) || dilation[i] > kMaxDim / kernel[i])
+      c.unsupported("strides {} and dilations {} make an output dim above 2^32", stride[i],
+                    dilation[i]);
     full[i] = stride[i] * (in - 1) + out_pad[i] + (kernel[i] - 1) * dilation[i] + 1;
     const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     if (output_shape || same) {
@@ -209,6 +226,8 @@ Out conv_transpose(const NodeContext& c) {
       // A negative total (an output larger than the full one) grows the
       // output with zeros.
       const int64_t total = full[i] - want;
+      if (total <= -stride[i])
+        c.invalid("output_shape {} exceeds the full output {} by a stride or more", want, full[i]);
       const bool upper = auto_pad != "SAME_LOWER";
       begin[i] = upper ? total / 2 : total - total / 2;
       end[i] = total - begin[i];

@@ -21,10 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// No dim of a real model comes near this; larger ones are refused before any
-// size arithmetic (a dim of 2^40 would overflow a byte count).
-constexpr int64_t kMaxDim = int64_t{1} << 32;
-
 Dims checked_dims(const google::protobuf::RepeatedField<int64_t>& dims, std::string_view what) {
   SAMBA_CHECK(dims.size() <= kMaxRank, Status::Unsupported,
               "{} has rank {}; at most {} dims are supported", what, dims.size(), kMaxRank);
