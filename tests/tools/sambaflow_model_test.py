@@ -1,9 +1,11 @@
-"""`sambaflow compile` and `sambaflow run` on an ONNX model of the fuzz seed
-corpus: the outputs match the model run eagerly through the Python binding,
-and bad input (missing file, unknown input name, wrong shape, a malformed
-.npy, a bad --input) is an error message and exit code 1, never a crash.
+"""`sambaflow compile` and `sambaflow run` on a small ONNX model (x: (N, 3) ->
+Gemm -> Relu -> Gemm -> Softmax -> y): the outputs match the model run
+eagerly through the Python binding, and bad input (missing file, unknown
+input name, wrong shape, a malformed .npy, a bad --input) is an error message
+and exit code 1, never a crash.
 
-Usage: sambaflow_model_test.py SAMBAFLOW LIBSAMBA WORKDIR (numpy needed)."""
+Usage: sambaflow_model_test.py SAMBAFLOW LIBSAMBA WORKDIR (numpy and onnx
+needed; exit 77, skipped, without them)."""
 import os
 import shutil
 import subprocess
@@ -11,13 +13,29 @@ import sys
 
 try:
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 except ImportError:
-    print("skipped: no numpy (make setup installs python3-numpy)")
+    print("skipped: no numpy or onnx (Debian: python3-numpy, python3-onnx)")
     sys.exit(77)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MLP = os.path.join(ROOT, "tests/fuzz/corpus/onnx_import_fuzz/valid-mlp.onnx")  # x: (N, 3) -> y
+MLP = "mlp.onnx"
 failures = []
+
+
+def write_mlp(path):
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal(shape, dtype=np.float32), name)
+             for name, shape in (("w1", (4, 3)), ("b1", (4,)), ("w2", (2, 4)), ("b2", (2,)))]
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"], transB=1),
+             helper.make_node("Softmax", ["z"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
 
 
 def sambaflow(*args, want_rc=0, needle=""):
@@ -36,6 +54,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     os.chdir(work)
+    write_mlp(MLP)
     x = np.array([[1, 2, 3], [-1, 0.5, 2]], dtype=np.float32)
     np.save("x.npy", x)
     np.save("x_wide.npy", np.zeros((2, 4), np.float32))
