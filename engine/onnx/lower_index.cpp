@@ -34,6 +34,62 @@ Tensor wrapped_index(const Tensor& index, int64_t size) {
 
 }  // namespace
 
+namespace {
+
+// 0, 1, ..., n - 1 laid along dim `axis` of a tensor of rank `rank` (size 1
+// elsewhere), to compare against indices by broadcasting.
+Tensor positions_along(int64_t n, int64_t axis, int64_t rank) {
+  Dims shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = n;
+  const Tensor seq =
+      call1("arange", {}, {{"end", static_cast<double>(n)}, {"dtype", DType::Int64}});
+  return call1("reshape", {seq}, {{"shape", shape}});
+}
+
+}  // namespace
+
+Out hardmax(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
+  // One at the first maximum along the axis, zero elsewhere.
+  const Tensor first = call1("argmax", {x}, {{"dim", axis}, {"keepdim", true}});
+  const Tensor hit = call1("eq", {positions_along(x.size(axis), axis, x.dim()), first});
+  return {call1("cast", {hit}, {{"dtype", x.dtype()}})};
+}
+
+Out one_hot(const NodeContext& c) {
+  const Tensor& indices = c.input(0);
+  const std::vector<int64_t> depth_v = c.constant_ints(1, "depth");
+  if (depth_v.size() != 1 || depth_v[0] < 1 || depth_v[0] > kMaxDim)
+    c.invalid("'depth' must be one value in [1, 2^32]");
+  const int64_t depth = depth_v[0];
+  const Tensor& values = c.input(2);
+  if (values.numel() != 2)
+    c.invalid("'values' must hold [off, on], got {}", dims_str(values.shape()));
+  const int64_t rank = indices.dim() + 1;
+  const int64_t axis = axis_in(c, c.attr_int("axis", -1), rank, "axis");
+  const Tensor idx = call1("unsqueeze", {wrapped_index(indices, depth)}, {{"dim", axis}});
+  const Tensor hit = call1("eq", {idx, positions_along(depth, axis, rank)});
+  const Tensor flat = call1("reshape", {values}, {{"shape", Dims{2}}});
+  const Tensor off = call1("select", {flat}, {{"dim", int64_t{0}}, {"index", int64_t{0}}});
+  const Tensor on = call1("select", {flat}, {{"dim", int64_t{0}}, {"index", int64_t{1}}});
+  return {call1("where", {hit, on, off})};
+}
+
+Out eye_like(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.dim() != 2) c.invalid("the input must be 2-D, got {}", dims_str(x.shape()));
+  const DType dt = c.node().attrs.has("dtype")
+                       ? dtype_of_onnx(static_cast<int32_t>(c.attr_int("dtype", 1)),
+                                       c.where() + " attribute 'dtype'")
+                       : x.dtype();
+  // Ones where column - row == k.
+  const Tensor diff =
+      call1("sub", {positions_along(x.size(1), 1, 2), positions_along(x.size(0), 0, 2)});
+  const Tensor k = Tensor::scalar(static_cast<double>(c.attr_int("k", 0)), DType::Int64, true);
+  return {call1("cast", {call1("eq", {diff, k})}, {{"dtype", dt}})};
+}
+
 Out gather_elements(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const int64_t axis = axis_in(c, c.attr_int("axis", 0), x.dim(), "axis");

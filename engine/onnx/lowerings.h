@@ -78,6 +78,9 @@ Out cast_like(const NodeContext& c);
 Out tile(const NodeContext& c);
 Out scatter_elements(const NodeContext& c);
 Out top_k(const NodeContext& c);
+Out hardmax(const NodeContext& c);
+Out one_hot(const NodeContext& c);
+Out eye_like(const NodeContext& c);
 // DepthToSpace (to_space) and SpaceToDepth: reshape, permute, reshape.
 Out depth_space(const NodeContext& c, bool to_space);
 
