@@ -59,10 +59,11 @@ Out hardmax(const NodeContext& c) {
 
 Out one_hot(const NodeContext& c) {
   const Tensor& indices = c.input(0);
-  const std::vector<int64_t> depth_v = c.constant_ints(1, "depth");
-  if (depth_v.size() != 1 || depth_v[0] < 1 || depth_v[0] > kMaxDim)
-    c.invalid("'depth' must be one value in [1, 2^32]");
-  const int64_t depth = depth_v[0];
+  // Any numeric type; a fractional depth counts its whole part.
+  const double depth_value = constant_scalar(c, 1, "depth");
+  if (!(depth_value >= 1 && depth_value <= static_cast<double>(kMaxDim)))
+    c.invalid("'depth' must be in [1, 2^32], got {}", depth_value);
+  const auto depth = static_cast<int64_t>(depth_value);
   const Tensor& values = c.input(2);
   if (values.numel() != 2)
     c.invalid("'values' must hold [off, on], got {}", dims_str(values.shape()));
