@@ -15,6 +15,53 @@
 
 namespace samba::onnx_import {
 
+namespace {
+
+bool same_parameters(const std::vector<onnx::OpSchema::FormalParameter>& a,
+                     const std::vector<onnx::OpSchema::FormalParameter>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].GetName() != b[i].GetName() || a[i].GetTypeStr() != b[i].GetTypeStr() ||
+        a[i].GetOption() != b[i].GetOption())
+      return false;
+  return true;
+}
+
+// Whether `now` only widens `then`'s types (as most ops did at opset 13, to
+// add bfloat16): the same inputs, outputs and attributes (types, whether
+// required, defaults), and each type parameter allowing at least the same
+// types. A model valid at `then` then means the same at `now`. Ops whose
+// meaning changed did so with a changed signature or default (Softmax's axis
+// at 13, Squeeze's axes becoming an input), which this refuses.
+bool widened_only(const onnx::OpSchema& then, const onnx::OpSchema& now) {
+  if (!same_parameters(then.inputs(), now.inputs()) ||
+      !same_parameters(then.outputs(), now.outputs()))
+    return false;
+  const auto& then_attrs = then.attributes();
+  const auto& now_attrs = now.attributes();
+  if (then_attrs.size() != now_attrs.size()) return false;
+  for (const auto& [name, a] : then_attrs) {
+    auto it = now_attrs.find(name);
+    if (it == now_attrs.end() || it->second.type != a.type || it->second.required != a.required ||
+        it->second.default_value.SerializeAsString() != a.default_value.SerializeAsString())
+      return false;
+  }
+  const auto& now_types = now.typeConstraintParams();
+  if (then.typeConstraintParams().size() != now_types.size()) return false;
+  for (const auto& t : then.typeConstraintParams()) {
+    auto it = std::find_if(now_types.begin(), now_types.end(),
+                           [&](const auto& n) { return n.type_param_str == t.type_param_str; });
+    if (it == now_types.end()) return false;
+    for (const std::string& allowed : t.allowed_type_strs)
+      if (std::find(it->allowed_type_strs.begin(), it->allowed_type_strs.end(), allowed) ==
+          it->allowed_type_strs.end())
+        return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 void lift_unchanged_opset(onnx::ModelProto& m) {
   onnx::OperatorSetIdProto* default_set = nullptr;
   for (auto& o : *m.mutable_opset_import())
@@ -26,11 +73,11 @@ void lift_unchanged_opset(onnx::ModelProto& m) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     if (!n.domain().empty() && n.domain() != "ai.onnx") return;  // refused by name later
-    // The same schema at both opsets: the op means at kMinOpset what it
-    // meant at the model's opset.
+    // The same schema at both opsets, or one that only widened its types:
+    // the op means at kMinOpset what it meant at the model's opset.
     const onnx::OpSchema* then = registry.GetSchema(n.op_type(), static_cast<int>(opset));
     const onnx::OpSchema* now = registry.GetSchema(n.op_type(), static_cast<int>(kMinOpset));
-    if (then && now && then == now) continue;
+    if (then && now && (then == now || widened_only(*then, *now))) continue;
     fail(
         Status::Unsupported,
         "the model uses ONNX opset {}; supported: opsets {} to {}, or an older opset whose ops are "

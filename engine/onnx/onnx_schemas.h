@@ -7,9 +7,10 @@
 namespace samba::onnx_import {
 
 // A model at an opset below kMinOpset whose every op is the same schema at
-// that opset and at kMinOpset means the same at kMinOpset: its default-domain
-// opset is raised to kMinOpset. Any other model below it is refused, naming
-// the first node whose op changed.
+// that opset and at kMinOpset, or one whose types were only widened since,
+// means the same at kMinOpset: its default-domain opset is raised to
+// kMinOpset. Any other model below it is refused, naming the first node
+// whose op changed.
 void lift_unchanged_opset(onnx::ModelProto& m);
 
 // Makes libonnx's Conv shape inference refuse an input whose rank differs
