@@ -103,6 +103,32 @@ std::vector<std::string> output_names(const samba_onnx_model* m) {
   return names;
 }
 
+// Training: SGD with learning rate `lr` over the model's trainable
+// initializers (the optimizer retains them).
+OptimizerPtr sgd_over_initializers(const samba_onnx_model* m, double lr) {
+  std::vector<TensorPtr> params;
+  size_t n = 0;
+  check(samba_onnx_model_initializer_count(m, &n));
+  for (size_t i = 0; i < n; ++i) {
+    samba_tensor* t = nullptr;
+    check(samba_onnx_model_initializer(m, i, &t));
+    TensorPtr owned(t);
+    int32_t grad = 0;
+    check(samba_tensor_requires_grad(t, &grad));
+    if (grad) params.push_back(std::move(owned));
+  }
+  samba_attrs* attrs = nullptr;
+  check(samba_attrs_create(&attrs));
+  std::unique_ptr<samba_attrs, Releaser<samba_attrs, samba_attrs_release>> hyper(attrs);
+  check(samba_attrs_set_float(attrs, "lr", lr));
+  samba_optimizer* opt = nullptr;
+  check(samba_optimizer_create("sgd", attrs, &opt));
+  OptimizerPtr optimizer(opt);
+  const auto ps = handles(params);
+  if (!ps.empty()) check(samba_optimizer_add_param_group(opt, ps.data(), ps.size(), nullptr));
+  return optimizer;
+}
+
 int compile(const CompileOptions& o) {
   samba_onnx_model* raw = nullptr;
   check(samba_onnx_model_load_file(o.model.c_str(), &raw));
@@ -126,28 +152,7 @@ int compile(const CompileOptions& o) {
 
   OptimizerPtr optimizer;
   if (!o.inference) {
-    // Training: SGD over the trainable initializers, from the output named
-    // as the loss (or every output, the engine's default).
-    std::vector<TensorPtr> params;
-    size_t n = 0;
-    check(samba_onnx_model_initializer_count(model.get(), &n));
-    for (size_t i = 0; i < n; ++i) {
-      samba_tensor* t = nullptr;
-      check(samba_onnx_model_initializer(model.get(), i, &t));
-      TensorPtr owned(t);
-      int32_t grad = 0;
-      check(samba_tensor_requires_grad(t, &grad));
-      if (grad) params.push_back(std::move(owned));
-    }
-    samba_attrs* attrs = nullptr;
-    check(samba_attrs_create(&attrs));
-    std::unique_ptr<samba_attrs, Releaser<samba_attrs, samba_attrs_release>> hyper(attrs);
-    check(samba_attrs_set_float(attrs, "lr", o.lr));
-    samba_optimizer* opt = nullptr;
-    check(samba_optimizer_create("sgd", attrs, &opt));
-    optimizer.reset(opt);
-    const auto ps = handles(params);
-    if (!ps.empty()) check(samba_optimizer_add_param_group(opt, ps.data(), ps.size(), nullptr));
+    optimizer = sgd_over_initializers(model.get(), o.lr);
     if (!o.loss.empty()) {
       auto it = std::find(names.begin(), names.end(), o.loss);
       if (it == names.end())
