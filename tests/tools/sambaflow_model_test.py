@@ -81,6 +81,14 @@ def main():
     else:
         failures.append(f"run wrote {written}, expected ['y.npy']")
 
+    # A training PEF runs its whole schedule (forward, backward, the SGD
+    # step); each run loads the PEF afresh, so two runs give the same outputs.
+    first = sambaflow("run", "train.pef", "--input", "x=x.npy", "--output-dir", "t1", needle="y -> t1/y.npy")
+    second = sambaflow("run", "train.pef", "--input", "x=x.npy", "--output-dir", "t2", needle="y -> t2/y.npy")
+    if first.returncode == 0 and second.returncode == 0 and not np.array_equal(np.load("t1/y.npy"),
+                                                                              np.load("t2/y.npy")):
+        failures.append("two runs of a freshly loaded training PEF differ")
+
     # Bad input: each an error naming what was wrong.
     sambaflow("compile", "missing.onnx", "-o", "m.pef", want_rc=2, needle="missing.onnx")
     sambaflow("compile", "bad.npy", "-o", "m.pef", want_rc=1, needle="not a valid ONNX ModelProto")
