@@ -62,31 +62,46 @@ bool widened_only(const onnx::OpSchema& then, const onnx::OpSchema& now) {
 
 }  // namespace
 
+namespace {
+
+// The first node of `g` or of its subgraphs (a Loop's body, an If's
+// branches: they are read at the model's opset too) whose op does not mean
+// the same at kMinOpset as at `opset`; fails naming it.
+void require_unchanged(const onnx::GraphProto& g, int64_t opset) {
+  const auto& registry = *onnx::OpSchemaRegistry::Instance();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto& n = g.node(i);
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;  // refused by name later
+    // The same schema at both opsets, or one that only widened its types:
+    // the op means at kMinOpset what it meant at the model's opset.
+    const onnx::OpSchema* then = registry.GetSchema(n.op_type(), static_cast<int>(opset));
+    const onnx::OpSchema* now = registry.GetSchema(n.op_type(), static_cast<int>(kMinOpset));
+    const bool same =
+        then && now && !now->Deprecated() && (then == now || widened_only(*then, *now));
+    if (!same)
+      fail(Status::Unsupported,
+           "the model uses ONNX opset {}; supported: opsets {} to {}, or an older opset whose ops "
+           "are unchanged up to opset {} (node '{}' ({}) {})",
+           opset, kMinOpset, max_opset(), kMinOpset,
+           n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name(), n.op_type(),
+           !then || !now || now->Deprecated()
+               ? std::string("is not an op at both opsets")
+               : fmt::format("changed at opset {}", now->SinceVersion()));
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.has_g()) require_unchanged(a.g(), opset);
+      for (const onnx::GraphProto& sub : a.graphs()) require_unchanged(sub, opset);
+    }
+  }
+}
+
+}  // namespace
+
 void lift_unchanged_opset(onnx::ModelProto& m) {
   onnx::OperatorSetIdProto* default_set = nullptr;
   for (auto& o : *m.mutable_opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") default_set = &o;
   if (!default_set || default_set->version() >= kMinOpset || default_set->version() < 1) return;
-  const int64_t opset = default_set->version();
-  const auto& registry = *onnx::OpSchemaRegistry::Instance();
-  const onnx::GraphProto& g = m.graph();
-  for (int i = 0; i < g.node_size(); ++i) {
-    const onnx::NodeProto& n = g.node(i);
-    if (!n.domain().empty() && n.domain() != "ai.onnx") return;  // refused by name later
-    // The same schema at both opsets, or one that only widened its types:
-    // the op means at kMinOpset what it meant at the model's opset.
-    const onnx::OpSchema* then = registry.GetSchema(n.op_type(), static_cast<int>(opset));
-    const onnx::OpSchema* now = registry.GetSchema(n.op_type(), static_cast<int>(kMinOpset));
-    if (then && now && (then == now || widened_only(*then, *now))) continue;
-    fail(
-        Status::Unsupported,
-        "the model uses ONNX opset {}; supported: opsets {} to {}, or an older opset whose ops are "
-        "unchanged up to opset {} (node '{}' ({}) {})",
-        opset, kMinOpset, max_opset(), kMinOpset,
-        n.name().empty() ? fmt::format("{}#{}", n.op_type(), i) : n.name(), n.op_type(),
-        !then || !now ? std::string("is not an op at both opsets")
-                      : fmt::format("changed at opset {}", now->SinceVersion()));
-  }
+  require_unchanged(m.graph(), default_set->version());
   default_set->set_version(kMinOpset);
 }
 
