@@ -1,4 +1,5 @@
-// The `sambaflow` command line: `sambaflow pef info|dump|verify FILE`. It is
+// The `sambaflow` command line: `sambaflow pef info|dump|verify FILE`,
+// `sambaflow compile MODEL.onnx -o MODEL.pef` and `sambaflow run MODEL.pef`. It is
 // not called `samba` because Debian's file-sharing suite installs
 // /usr/sbin/samba. Exit codes follow the usual convention: 0 success, 1 the
 // command failed (the message says why), 2 the command line was wrong. Errors
@@ -45,11 +46,14 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"sambaflow: inspect and check Samba programs (PEF files)", "sambaflow"};
+  CLI::App app{
+      "sambaflow: compile ONNX models into Samba programs (PEF files), run, inspect and check them",
+      "sambaflow"};
   app.set_version_flag("--version", std::string("sambaflow ") + samba_version());
   app.require_subcommand(1);
   samba::tool::CommandAction action;
   samba::tool::add_pef_command(app, action);
+  samba::tool::add_model_commands(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

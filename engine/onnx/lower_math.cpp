@@ -7,42 +7,42 @@
 namespace samba::onnx_import::lower {
 namespace {
 
-// ONNX spatial attributes list begins then ends ([top, left, bottom, right]);
-// the registry pads both sides of a dim alike.
-std::vector<int64_t> symmetric_pads(const NodeContext& c, size_t spatial) {
-  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID")
-    c.unsupported("auto_pad '{}' is not supported; supported: NOTSET (explicit pads) or VALID",
-                  auto_pad);
-  std::vector<int64_t> pads = c.attr_ints("pads").value_or(std::vector<int64_t>(2 * spatial, 0));
-  if (pads.size() != 2 * spatial)
-    c.invalid("'pads' has {} values, expected {}", pads.size(), 2 * spatial);
-  std::vector<int64_t> out(spatial);
-  for (size_t i = 0; i < spatial; ++i) {
-    if (pads[i] != pads[i + spatial])
-      c.unsupported("pads {} differ at the begin and end of spatial dim {}; supported: equal pads",
-                    fmt::join(pads, ","), i);
-    out[i] = pads[i];
-  }
-  return out;
-}
-
-std::vector<int64_t> ints_or(const NodeContext& c, std::string_view name, size_t n, int64_t def) {
-  std::vector<int64_t> v = c.attr_ints(name).value_or(std::vector<int64_t>(n, def));
-  if (v.size() != n) c.invalid("attribute '{}' has {} values, expected {}", name, v.size(), n);
-  return v;
-}
-
-// The kernel is 2-D in every pooling and convolution the registry has.
-void require_2d(const NodeContext& c, const Tensor& x) {
-  if (x.dim() != 4)
-    c.unsupported("input of rank {} (shape {}); supported: 2-D spatial inputs (N, C, H, W)",
-                  x.dim(), dims_str(x.shape()));
-}
-
 void require_one_output(const NodeContext& c) {
   if (c.output_count() > 1)
     c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
+}
+
+// BatchNormalization with training_mode 1: normalized by the batch's own
+// statistics (population variance), with the running statistics updated as
+// the second and third outputs.
+Out batch_normalization_training(const NodeContext& c, double eps, double momentum) {
+  const Tensor& x = c.input(0);
+  if (x.dim() < 2) c.invalid("the input must be (N, C, ...), got {}", dims_str(x.shape()));
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor mean = call1("mean", {x}, {{"dim", dims}, {"keepdim", true}});
+  const Tensor var =
+      call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
+  Dims per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = -1;
+  auto channel = [&](const Tensor& t) { return call1("reshape", {t}, {{"shape", per_channel}}); };
+  const Tensor inv = call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})});
+  const Tensor y = call1(
+      "add", {call1("mul", {call1("mul", {call1("sub", {x, mean}), inv}), channel(c.input(1))}),
+              channel(c.input(2))});
+  Out out{y};
+  if (c.output_count() > 1) {
+    const Dims flat{x.size(1)};
+    auto blend = [&](const Tensor& running, const Tensor& batch) {
+      const Tensor kept = call1("mul", {running, Tensor::scalar(momentum, running.dtype(), true)});
+      const Tensor fresh = call1("mul", {call1("reshape", {batch}, {{"shape", flat}}),
+                                         Tensor::scalar(1 - momentum, batch.dtype(), true)});
+      return call1("add", {kept, fresh});
+    };
+    out.push_back(blend(c.input(3), mean));
+    out.push_back(blend(c.input(4), var));
+  }
+  return out;
 }
 
 }  // namespace
@@ -85,6 +85,33 @@ Out div(const NodeContext& c) {
   return {call1("div", {a, b}, attrs)};
 }
 
+Out pow(const NodeContext& c) {
+  // ONNX's result has the base's type (an integer base with a float
+  // exponent stays integer); the registry promotes as torch does.
+  const Tensor y = binary(c, "pow").at(0);
+  const DType base = c.input(0).dtype();
+  return {y.dtype() == base ? y : call1("cast", {y}, {{"dtype", base}})};
+}
+
+Out mod(const NodeContext& c) {
+  const Tensor &a = c.input(0), &b = c.input(1);
+  // a - round(a / b) * b: rounding down gives the divisor's sign (Python's
+  // %, fmod 0), toward zero the dividend's (C's fmod, fmod 1).
+  const bool fmod = c.attr_int("fmod", 0) != 0;
+  if (!fmod && is_floating(a.dtype()))
+    c.invalid("fmod 0 is for integers; floating inputs need fmod 1");
+  const Tensor q = call1("div", {a, b}, {{"rounding_mode", std::string(fmod ? "trunc" : "floor")}});
+  return {call1("sub", {a, call1("mul", {q, b})})};
+}
+
+Out instance_normalization(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  if (x.dim() < 3) c.invalid("the input must be (N, C, spatial...), got {}", dims_str(x.shape()));
+  // Instance norm is group norm with a group per channel.
+  return {call1("group_norm", {x, c.input(1), c.input(2)},
+                {{"num_groups", x.size(1)}, {"eps", c.attr_float("epsilon", 1e-5)}})};
+}
+
 Out matmul(const NodeContext& c) { return {call1("matmul", {c.input(0), c.input(1)})}; }
 
 Out gemm(const NodeContext& c) {
@@ -112,75 +139,38 @@ Out gemm(const NodeContext& c) {
   return {y};
 }
 
-Out conv(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  require_2d(c, x);
-  const Tensor& w = c.input(1);
-  if (auto ks = c.attr_ints("kernel_shape");
-      ks && (ks->size() != 2 || (*ks)[0] != w.size(2) || (*ks)[1] != w.size(3)))
-    c.invalid("kernel_shape {} does not match the weight's shape {}", fmt::join(*ks, ","),
-              dims_str(w.shape()));
-  Attrs attrs{{"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
-              {"dilation", ints_or(c, "dilations", 2, 1)},
-              {"groups", c.attr_int("group", 1)}};
-  const Tensor* bias = c.optional_input(2);
-  return {bias ? call1("conv2d", {x, w, *bias}, attrs) : call1("conv2d", {x, w}, attrs)};
-}
-
-Out max_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  require_2d(c, x);
-  require_one_output(c);
-  if (c.attr_int("storage_order", 0) != 0)
-    c.unsupported("storage_order 1 is not supported; supported: 0");
-  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
-              {"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
-              {"dilation", ints_or(c, "dilations", 2, 1)},
-              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-  return {call1("max_pool2d", {x}, attrs)};
-}
-
-Out average_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  require_2d(c, x);
-  Attrs attrs{{"kernel_size", ints_or(c, "kernel_shape", 2, 0)},
-              {"stride", ints_or(c, "strides", 2, 1)},
-              {"padding", symmetric_pads(c, 2)},
-              {"ceil_mode", c.attr_int("ceil_mode", 0) != 0},
-              {"count_include_pad", c.attr_int("count_include_pad", 0) != 0}};
-  return {call1("avg_pool2d", {x}, attrs)};
-}
-
-Out global_average_pool(const NodeContext& c) {
-  const Tensor& x = c.input(0);
-  require_2d(c, x);
-  return {call1("adaptive_avg_pool2d", {x}, {{"output_size", std::vector<int64_t>{1, 1}}})};
-}
-
 Out batch_normalization(const NodeContext& c) {
+  const Tensor& x = c.input(0);
+  const double eps = c.attr_float("epsilon", 1e-5), momentum = c.attr_float("momentum", 0.9);
+  if (c.attr_int("training_mode", 0) != 0) return batch_normalization_training(c, eps, momentum);
   require_one_output(c);
-  if (c.attr_int("training_mode", 0) != 0)
-    c.unsupported("training_mode 1 is not supported; supported: 0 (inference, running statistics)");
   // The registry's op counts updates in a buffer; inference never touches it.
   Tensor batches = Tensor::zeros({}, DType::Int64);
-  Attrs attrs{{"training", false},
-              {"eps", c.attr_float("epsilon", 1e-5)},
-              {"momentum", 1.0 - c.attr_float("momentum", 0.9)}};
-  return {call1("batch_norm", {c.input(0), c.input(1), c.input(2), c.input(3), c.input(4), batches},
-                attrs)};
+  Attrs attrs{{"training", false}, {"eps", eps}, {"momentum", 1.0 - momentum}};
+  return {call1("batch_norm", {x, c.input(1), c.input(2), c.input(3), c.input(4), batches}, attrs)};
 }
 
 Out layer_normalization(const NodeContext& c) {
-  require_one_output(c);
   const Tensor& x = c.input(0);
   const int64_t axis = axis_in(c, c.attr_int("axis", -1), x.dim(), "axis");
   const Dims normalized(x.shape().begin() + axis, x.shape().end());
-  Attrs attrs{{"normalized_shape", normalized}, {"eps", c.attr_float("epsilon", 1e-5)}};
+  const double eps = c.attr_float("epsilon", 1e-5);
+  Attrs attrs{{"normalized_shape", normalized}, {"eps", eps}};
   const Tensor* bias = c.optional_input(2);
-  return {bias ? call1("layer_norm", {x, c.input(1), *bias}, attrs)
+  Out out{bias ? call1("layer_norm", {x, c.input(1), *bias}, attrs)
                : call1("layer_norm", {x, c.input(1)}, attrs)};
+  if (c.output_count() > 1) {
+    // Mean and InvStdDev: the statistics over the normalized dims, kept as
+    // dims of size 1.
+    std::vector<int64_t> dims;
+    for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+    const Attrs over{{"dim", dims}, {"keepdim", true}};
+    out.push_back(call1("mean", {x}, over));
+    const Tensor var =
+        call1("var", {x}, {{"dim", dims}, {"keepdim", true}, {"correction", int64_t{0}}});
+    out.push_back(call1("rsqrt", {call1("add", {var, Tensor::scalar(eps, var.dtype(), true)})}));
+  }
+  return out;
 }
 
 Out softmax(const NodeContext& c, std::string_view op) {
@@ -188,8 +178,9 @@ Out softmax(const NodeContext& c, std::string_view op) {
   return {call1(op, {x}, {{"dim", axis_in(c, c.attr_int("axis", -1), x.dim(), "axis")}})};
 }
 
-Out reduce(const NodeContext& c, std::string_view op) {
-  const Tensor& x = c.input(0);
+Out reduce(const NodeContext& c, std::string_view op) { return reduce(c, op, c.input(0)); }
+
+Out reduce(const NodeContext& c, std::string_view op, const Tensor& x) {
   // ReduceSum takes its axes as an input from opset 13, the others from 18.
   std::optional<std::vector<int64_t>> axes = c.attr_ints("axes");
   if (c.optional_input(1)) axes = c.constant_ints(1, "axes");
@@ -233,13 +224,21 @@ Out clip(const NodeContext& c) {
 }
 
 Out dropout(const NodeContext& c) {
-  require_one_output(c);
   if (const Tensor* training = c.optional_input(2)) {
-    if (!training->has_data() || training->is_symbolic() || training->item_int() != 0)
+    // Training with a ratio known to be 0 keeps every element, as inference does.
+    const Tensor* ratio = c.optional_input(1);
+    const bool known = training->has_data() && !training->is_symbolic();
+    const bool zero_ratio =
+        ratio && ratio->has_data() && !ratio->is_symbolic() && ratio->item_double() == 0.0;
+    if (!known || (training->item_int() != 0 && !zero_ratio))
       c.unsupported(
-          "training_mode must be a constant false; supported: inference dropout (identity)");
+          "training_mode must be a constant false (or the ratio 0); supported: inference dropout "
+          "(identity)");
   }
-  return {c.input(0)};
+  const Tensor& x = c.input(0);
+  // Every element is kept: the mask is all true.
+  if (c.output_count() > 1) return {x, call1("ones_like", {x}, {{"dtype", DType::Bool}})};
+  return {x};
 }
 
 }  // namespace samba::onnx_import::lower

@@ -6,13 +6,13 @@
 #include "engine/ops/registry.h"
 
 namespace samba::onnx_import::lower {
-namespace {
-
 Tensor int64_vector(const std::vector<int64_t>& v) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::Int64);
   std::copy(v.begin(), v.end(), t.data<int64_t>());
   return t;
 }
+
+namespace {
 
 // Clamps a Slice bound into [0, size] as numpy does (negative counts from the end).
 int64_t slice_bound(int64_t v, int64_t size) {
@@ -93,7 +93,13 @@ Out reshape(const NodeContext& c) {
 
 Out flatten(const NodeContext& c) {
   const Tensor& x = c.input(0);
-  const int64_t axis = axis_in(c, c.attr_int("axis", 1), x.dim() + 1, "axis");
+  // The axis may be the rank itself (everything in the outer dim); a
+  // negative one counts from the rank, not from rank + 1.
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < -x.dim() || axis > x.dim())
+    c.invalid("axis {} is out of range [-{}, {}] for a tensor of rank {}", axis, x.dim(), x.dim(),
+              x.dim());
+  if (axis < 0) axis += x.dim();
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= x.size(d);
   return {call1("reshape", {x}, {{"shape", Dims{outer, -1}}})};
@@ -153,9 +159,20 @@ Out slice(const NodeContext& c) {
               starts.size(), ends.size(), axes.size(), steps.size());
   for (size_t i = 0; i < starts.size(); ++i) {
     const int64_t axis = axis_in(c, axes[i], x.dim(), "axes");
-    if (steps[i] <= 0)
-      c.unsupported("step {} on axis {}; supported: positive steps", steps[i], axis);
+    if (steps[i] == 0) c.invalid("step 0 on axis {}; steps must not be 0", axis);
     const int64_t size = x.size(axis);
+    if (steps[i] < 0) {
+      // Backwards: the registry's slice steps forwards, so the elements are
+      // picked by index, start clamped into [0, size - 1], end into [-1, size - 1].
+      int64_t start = starts[i] < 0 ? starts[i] + size : starts[i];
+      int64_t end = ends[i] < 0 ? ends[i] + size : ends[i];
+      start = std::clamp<int64_t>(start, -1, size - 1);
+      end = std::clamp<int64_t>(end, -1, size - 1);
+      std::vector<int64_t> picked;
+      for (int64_t j = start; j > end; j += steps[i]) picked.push_back(j);
+      x = call1("index_select", {x, int64_vector(picked)}, {{"dim", axis}});
+      continue;
+    }
     const int64_t start = slice_bound(starts[i], size);
     const int64_t end = std::max(start, slice_bound(ends[i], size));
     if (start == 0 && end == size && steps[i] == 1) continue;

@@ -13,16 +13,13 @@
 #include <unordered_set>
 
 #include "engine/io/file_io.h"
+#include "engine/onnx/onnx_schemas.h"
 #include "engine/onnx/op_table.h"
 
 namespace samba::onnx_import {
 namespace {
 
 namespace fs = std::filesystem;
-
-// No dim of a real model comes near this; larger ones are refused before any
-// size arithmetic (a dim of 2^40 would overflow a byte count).
-constexpr int64_t kMaxDim = int64_t{1} << 32;
 
 Dims checked_dims(const google::protobuf::RepeatedField<int64_t>& dims, std::string_view what) {
   SAMBA_CHECK(dims.size() <= kMaxRank, Status::Unsupported,
@@ -311,6 +308,7 @@ std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
               "non-ONNX file?)",
               bytes.size());
   SAMBA_CHECK(m.has_graph(), Status::CorruptFile, "the ONNX model has no graph");
+  lift_unchanged_opset(m);
   const int64_t opset = default_domain_opset(m);
   internalize_external_data(m, base_dir);
   try {
@@ -319,6 +317,7 @@ std::shared_ptr<const Model> Model::from_bytes(std::span<const uint8_t> bytes,
     fail(Status::CorruptFile, "the ONNX checker refuses the model: {}", e.what());
   }
   check_before_shape_inference(m, opset);
+  guard_window_shape_inference();
   try {
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1, false));

@@ -22,6 +22,11 @@ namespace samba::onnx_import {
 constexpr int64_t kMinOpset = 13;
 int64_t max_opset();
 
+// No dim of a real model comes near this; larger ones (declared, or made by
+// an op from attribute values) are refused before any size arithmetic (a dim
+// of 2^40 would overflow a byte count).
+constexpr int64_t kMaxDim = int64_t{1} << 32;
+
 // A graph input or output: its name, dtype and shape (-1 for a symbolic dim).
 struct ValueInfo {
   std::string name;

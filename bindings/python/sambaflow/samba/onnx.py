@@ -31,7 +31,8 @@ def _build():
                 inputs = [inputs[name] for name in self.input_names]
             elif not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
-            tensors = [from_numpy(np.ascontiguousarray(a)) for a in inputs]
+            # np.require, not np.ascontiguousarray: that makes a 0-d array 1-d.
+            tensors = [from_numpy(np.require(a, requirements='C')) for a in inputs]
             outs = self.model(*tensors)
             outs = outs if isinstance(outs, tuple) else (outs,)
             return base.namedtupledict("Outputs", [n for n, _, _ in self.model.outputs])(*[o.numpy() for o in outs])
@@ -54,7 +55,10 @@ def _build():
             as a one-node model at the newest opset the importer accepts."""
             helper = onnx.helper
             arrays = [np.asarray(a) for a in inputs]
-            graph_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            # onnx 1.13 added np_dtype_to_tensor_dtype; 1.12 (Debian's) has the mapping table.
+            to_onnx = getattr(helper, "np_dtype_to_tensor_dtype", None) or (
+                lambda dt: onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[np.dtype(dt)])
+            graph_inputs = [helper.make_tensor_value_info(name, to_onnx(a.dtype), a.shape)
                             for name, a in zip(node.input, arrays) if name]
             opset = min(max_opset(), onnx.defs.onnx_opset_version())
             graph = helper.make_graph([node], "node", graph_inputs,
