@@ -108,11 +108,11 @@ class SambaLoader:
         if self._sampler is not None:
             self._sampler.set_epoch(epoch)
             return iter(self.loader)
-        batches = self.loader
+        source = batches = self.loader
         if self.shuffle:
-            order = list(range(len(batches)))
+            order = list(range(len(source)))
             random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-            batches = (batches[i] for i in order)
+            batches = (source[i] for i in order)
         if self.world_size == 1:
             return iter(batches)
         return self._deal(iter(batches))
