@@ -35,6 +35,12 @@ uint32_t state_dict_roles_of(uint32_t what) {
   return roles_of(what) & ~(1u << static_cast<unsigned>(pef::TensorRole::Gradient));
 }
 
+}  // namespace
+
+uint32_t samba::capi::transfer_roles(uint32_t what) { return roles_of(what); }
+
+namespace {
+
 bool selected(uint32_t roles, pef::TensorRole r) { return (roles >> static_cast<unsigned>(r)) & 1u; }
 
 // Copies device values into the host tensor `t` (and its grad).
