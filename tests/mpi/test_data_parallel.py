@@ -122,6 +122,7 @@ def test_loader_shards_by_rank_with_the_same_shuffle(dp_pef, tmp_path):
 def test_a_rank_that_raises_in_use_abexit_ends_the_others_naming_it(dp_pef):
     status, out, took = run(mpi_worker(2, "raise", dp_pef, "--timeout", "5"), check=False)
     assert status != 0
+    assert "rank 0: training" in out, out[-3000:]
     assert "ValueError: the data of rank 1 is corrupt" in out
     assert "rank 1" in out
     assert "exit handler ran" in out
@@ -131,6 +132,7 @@ def test_a_rank_that_raises_in_use_abexit_ends_the_others_naming_it(dp_pef):
 def test_a_rank_killed_mid_step_ends_the_others(dp_pef):
     status, out, took = run(mpi_worker(2, "kill", dp_pef, "--timeout", "5"), check=False)
     assert status != 0
+    assert "rank 0: training" in out and "rank 1: training" in out, out[-3000:]
     assert "rank 1" in out, out[-3000:]
     assert took < 60, f"the job took {took:.0f} s to end"
 
