@@ -60,8 +60,10 @@ def predicted_step_s(compute_s, grad_bytes, p, alpha, beta, bucket_bytes):
 
 def best_bucket(compute_s, grad_bytes, p, alpha, beta):
     """(bucket bytes, step seconds) of the bucket size with the shortest predicted step."""
+    # Buckets at least as large as the gradients are all one bucket: the
+    # smallest of equal steps is reported.
     return min(((b, predicted_step_s(compute_s, grad_bytes, p, alpha, beta, b)) for b in BUCKETS),
-               key=lambda x: (x[1], -x[0]))
+               key=lambda x: (round(x[1], 12), x[0]))
 
 
 def fit_alpha_beta(points, p):
@@ -103,6 +105,7 @@ def table(models, alpha_loop, beta_loop, hop_latency_s):
                 bucket, step = best_bucket(m["compute_s"], m["grad_bytes"], p, alpha, beta)
                 comm = ring_allreduce_s(m["grad_bytes"], p, alpha, beta)
                 rows.append({"model": m["name"], "network": net, "replicas": p, "bucket_bytes": bucket,
+                             "grad_bytes": m["grad_bytes"],
                              "compute_ms": 1e3 * m["compute_s"], "allreduce_ms": 1e3 * comm,
                              "step_ms": 1e3 * step, "efficiency": m["compute_s"] / step,
                              "samples_per_s": p * m["batch"] / step})
@@ -112,7 +115,7 @@ def table(models, alpha_loop, beta_loop, hop_latency_s):
 def human_bytes(n):
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
-            return f"{n:g} {unit}"
+            return f"{n:.3g} {unit}"
         n /= 1024
     return str(n)
 
@@ -128,10 +131,48 @@ def markdown(rows, models, alpha, beta, hop_latency_s):
     out += ["", "| model | network | replicas | best bucket | all-reduce (ms) | step (ms) | efficiency | samples/s |",
             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        out.append(f"| {r['model']} | {r['network']} | {r['replicas']} | {human_bytes(r['bucket_bytes'])} | "
+        bucket = human_bytes(r["bucket_bytes"]) if r["bucket_bytes"] < r["grad_bytes"] else "one (all)"
+        out.append(f"| {r['model']} | {r['network']} | {r['replicas']} | {bucket} | "
                    f"{r['allreduce_ms']:.2f} | {r['step_ms']:.2f} | {100 * r['efficiency']:.0f}% | "
                    f"{r['samples_per_s']:.0f} |")
     return "\n".join(out) + "\n"
+
+
+def _series(rows):
+    return {(m, n): [r for r in rows if r["model"] == m and r["network"] == n]
+            for m, n in sorted({(r["model"], r["network"]) for r in rows})}
+
+
+def svg_plot(rows, path):
+    """The efficiency plot as a plain SVG, for machines without matplotlib."""
+    w, h, left, top, right, bottom = 640, 400, 60, 30, 200, 50
+    colors = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+    xs = {p: left + (w - left - right) * i / (len(REPLICAS) - 1) for i, p in enumerate(REPLICAS)}
+
+    def y(eff):
+        return top + (h - top - bottom) * (1 - eff)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+           f'font-size="11"><rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="13">Predicted data-parallel scaling efficiency</text>']
+    for pct in range(0, 101, 25):
+        out.append(f'<line x1="{left}" x2="{w - right}" y1="{y(pct / 100):.1f}" y2="{y(pct / 100):.1f}" '
+                   f'stroke="#ddd"/><text x="{left - 8}" y="{y(pct / 100) + 4:.1f}" text-anchor="end">{pct}%</text>')
+    for p, x in xs.items():
+        out.append(f'<text x="{x:.1f}" y="{h - bottom + 16}" text-anchor="middle">{p}</text>')
+    out.append(f'<text x="{(left + w - right) / 2}" y="{h - 12}" text-anchor="middle">replicas</text>')
+    for i, ((model, net), pts) in enumerate(_series(rows).items()):
+        c = colors[i % len(colors)]
+        line = " ".join(f"{xs[r['replicas']]:.1f},{y(r['efficiency']):.1f}" for r in pts)
+        out.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
+        out += [f'<circle cx="{xs[r["replicas"]]:.1f}" cy="{y(r["efficiency"]):.1f}" r="3" fill="{c}"/>' for r in pts]
+        ly = top + 16 * i
+        out.append(f'<line x1="{w - right + 10}" x2="{w - right + 28}" y1="{ly}" y2="{ly}" stroke="{c}" '
+                   f'stroke-width="2"/><text x="{w - right + 32}" y="{ly + 4}">{model}, {net}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return True
 
 
 def plot(rows, path):
@@ -140,11 +181,11 @@ def plot(rows, path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: no plot", file=sys.stderr)
-        return False
+        svg = path.rsplit(".", 1)[0] + ".svg"
+        print(f"matplotlib is not installed: the plot is an SVG, {svg}", file=sys.stderr)
+        return svg_plot(rows, svg) and svg
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (model, net) in sorted({(r["model"], r["network"]) for r in rows}):
-        pts = [r for r in rows if r["model"] == model and r["network"] == net]
+    for (model, net), pts in _series(rows).items():
         ax.plot([r["replicas"] for r in pts], [100 * r["efficiency"] for r in pts], marker="o",
                 label=f"{model}, {net}")
     ax.set_xscale("log", base=2)
@@ -156,7 +197,7 @@ def plot(rows, path):
     ax.set_title("Data-parallel scaling (ring all-reduce, alpha-beta model)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    return True
+    return path
 
 
 def main(argv):
@@ -165,7 +206,7 @@ def main(argv):
     ap.add_argument("--hop-latency-us", type=float, default=10.0)
     ap.add_argument("--markdown", default=None, help="write the table here too")
     ap.add_argument("--json", default=None, help="write the rows as JSON here")
-    ap.add_argument("--plot", default=None, help="write the efficiency plot (PNG) here")
+    ap.add_argument("--plot", default=None, help="write the efficiency plot (PNG; an SVG beside it without matplotlib)")
     args = ap.parse_args(argv)
     models, alpha, beta = load_calibrations(args.calibration)
     rows = table(models, alpha, beta, args.hop_latency_us * 1e-6)
@@ -177,8 +218,9 @@ def main(argv):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"alpha_s": alpha, "beta_s_per_byte": beta, "rows": rows}, f, indent=1)
-    if args.plot and plot(rows, args.plot):
-        print(f"plot: {args.plot}")
+    written = plot(rows, args.plot) if args.plot else None
+    if written:
+        print(f"plot: {written}")
     return 0
 
 
