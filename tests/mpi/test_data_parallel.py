@@ -144,6 +144,10 @@ def test_checkpoint_from_rank_0_loads_in_a_single_process(dp_pef, tmp_path):
     t0, t1 = read(tmp_path, "train", 2)
     assert t0["weights"] == t1["weights"]  # the replicas stayed identical
     assert t0["losses"] != t1["losses"]  # on different data
+    # measure_performance(data_parallel=True) reports the job: the global batch, both ranks' samples.
+    perf = t0["perf"]
+    assert perf["world_size"] == 2 and perf["batch_size"] == 8
+    assert perf["samples_per_second"] == pytest.approx(8 * 1000 / perf["latency_mean_ms"], rel=0.1)
     plain = str(tmp_path / "plain.pef")
     run(worker("compile", plain))
     run(worker("infer", plain, str(tmp_path), "--checkpoint", ckpt))
