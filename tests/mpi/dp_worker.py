@@ -101,41 +101,39 @@ def cmd_init(args):
     dump(args.out, "loader", [int(samba.to_torch(a).flatten()[0]) for a, _ in loader])
 
 
-def _steps_forever(model, args):
-    # The test checks this line: the fault happened while the job was training.
-    print(f"rank {utils.get_rank()}: training", flush=True)
-    i = 1
-    while True:
-        step(model, args, i)
-        i += 1
-
-
-def cmd_raise(args):
+def _train_until_rank_1_fails(args, fault):
+    """Every rank steps forever under use_abexit; rank 1 calls fault() after its first step."""
     distributed.set_timeout(args.timeout)
 
     def main():
         model = load(args)
         step(model, args, 0)
         if utils.get_rank() == 1:
-            raise ValueError("the data of rank 1 is corrupt")
-        _steps_forever(model, args)
+            fault()
+        # The test checks this line: the fault happened while the job was training.
+        print(f"rank {utils.get_rank()}: training", flush=True)
+        for i in range(1, 1 << 30):
+            step(model, args, i)
 
     samba.session.atexit_register(lambda: print(f"rank {utils.get_rank()}: exit handler ran", flush=True))
     samba.session.use_abexit(main)
 
 
+def _raise():
+    raise ValueError("the data of rank 1 is corrupt")
+
+
+def _kill_soon():
+    # Killed from another thread while the main thread is inside a step.
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+
+
+def cmd_raise(args):
+    _train_until_rank_1_fails(args, _raise)
+
+
 def cmd_kill(args):
-    distributed.set_timeout(args.timeout)
-
-    def main():
-        model = load(args)
-        step(model, args, 0)
-        if utils.get_rank() == 1:
-            # Killed from another thread while the main thread is inside a step.
-            threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-        _steps_forever(model, args)
-
-    samba.session.use_abexit(main)
+    _train_until_rank_1_fails(args, _kill_soon)
 
 
 def cmd_train(args):
