@@ -50,15 +50,22 @@ void verify_data_parallel(const ProgramDesc& p) {
       if (t.dtype != bd.dtype || t.mem != bd.mem)
         corrupt("{}: {} is {} in {}; the bucket is {} in {}", where, tensor_label(p, g), dtype_name(t.dtype),
                 mem_type_name(t.mem), dtype_name(bd.dtype), mem_type_name(bd.mem));
-      if (t.arena_offset != at)
-        corrupt("{}: {} is at offset {}; the bucket's gradients are back to back, so it must be at {}", where,
-                tensor_label(p, g), t.arena_offset, at);
-      at += t.nbytes;
+      // In order, from the bucket's start; the plan's alignment may leave a
+      // gap, which no other tensor may use (checked below).
+      if (t.arena_offset < at || (at == bd.arena_offset && t.arena_offset != at))
+        corrupt("{}: {} is at offset {}; the bucket's gradients are in memory order from offset {}, so it "
+                "must be at {}{}",
+                where, tensor_label(p, g), t.arena_offset, bd.arena_offset, at,
+                at == bd.arena_offset ? "" : " or after");
+      at = t.arena_offset + t.nbytes;
       auto [it, fresh] = bucket_of.emplace(g, b);
       if (!fresh) corrupt("{}: {} is in bucket {} already", where, tensor_label(p, g), it->second);
     }
-    if (at - bd.arena_offset != bd.nbytes)
-      corrupt("{}: has {} bytes; its gradients have {}", where, bd.nbytes, at - bd.arena_offset);
+    if (at != end)
+      corrupt("{}: ends at offset {}; its last gradient ends at {}", where, end, at);
+    if (bd.arena_offset % element_size(bd.dtype) != 0 || bd.nbytes % element_size(bd.dtype) != 0)
+      corrupt("{}: offset {} and size {} are not whole {} elements", where, bd.arena_offset, bd.nbytes,
+              dtype_name(bd.dtype));
     // Nothing else may live in the bytes the all-reduce overwrites.
     for (size_t i = 0; i < p.tensors.size(); ++i) {
       const TensorDesc& t = p.tensors[i];
