@@ -147,7 +147,7 @@ def test_checkpoint_from_rank_0_loads_in_a_single_process(dp_pef, tmp_path):
     # measure_performance(data_parallel=True) reports the job: the global batch, both ranks' samples.
     perf = t0["perf"]
     assert perf["world_size"] == 2 and perf["batch_size"] == 8
-    assert perf["samples_per_second"] == pytest.approx(8 * 1000 / perf["latency_mean_ms"], rel=0.1)
+    assert perf["samples_per_second"] == pytest.approx(8 * 1000 / perf["latency_mean_ms"], rel=0.3)  # one rank alone would be half
     plain = str(tmp_path / "plain.pef")
     run(worker("compile", plain))
     run(worker("infer", plain, str(tmp_path), "--checkpoint", ckpt))
@@ -170,7 +170,7 @@ def test_a_world_size_other_than_the_pefs_is_refused(tmp_path):
     run(worker("compile", pef, "--data-parallel", "-ws", "3"))
     status, out, _ = run(mpi_worker(2, "step", pef), check=False)
     assert status != 0
-    assert "3" in out and "2" in out and "world size" in out.lower(), out[-3000:]
+    assert "compiled for 3 data-parallel replicas; the job has 2 ranks" in out, out[-3000:]
 
 
 def test_compile_data_parallel_needs_a_world_size(tmp_path):

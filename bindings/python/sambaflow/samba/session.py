@@ -441,9 +441,9 @@ class SambaSession(DataParallelSession):
     def measure_performance(self, inputs, iterations=10, warmup=2, section_types=(), data_parallel=None,
                             reduce_on_rdu=None, data_parallel_mode=None):
         """Throughput and latency of `iterations` runs (after `warmup`), as a
-        dict. Data parallel, samples_per_second is the job's (every replica
-        steps together, so this rank's rate times the world size) and
-        batch_size the global batch; world_size says how many replicas."""
+        dict. Data parallel, samples_per_second is the job's (every rank's
+        batch over the slowest rank's time) and batch_size the global batch;
+        world_size says how many replicas."""
         tensors, _ = _inputs(inputs)
         rep = _PerfReport(struct_size=ctypes.sizeof(_PerfReport))
         with Owned("run_options") as ro:
@@ -455,8 +455,6 @@ class SambaSession(DataParallelSession):
                  ro, ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
         report = _report(rep)
         report["world_size"] = distributed.get_world_size() if dp else 1
-        report["samples_per_second"] *= report["world_size"]
-        report["batch_size"] *= report["world_size"]
         return report
 
     def measure_sections(self, inputs, iterations=10, warmup=2):
