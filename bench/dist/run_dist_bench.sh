@@ -15,7 +15,10 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
 mkdir -p "$out"
 export SAMBA_LIBRARY="$build/libsamba.so" PYTHONPATH="$root/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
-mpirun_args=(--oversubscribe -np "$ranks" --bind-to none)
+# Yield in MPI's progress loops: the ranks share this machine's cores with each
+# other and with Samba's threads, and a rank spinning in a blocking
+# collective would keep its peer off the core it waits for.
+mpirun_args=(--oversubscribe -np "$ranks" --bind-to none --mca mpi_yield_when_idle 1)
 [ "$(id -u)" = 0 ] && mpirun_args+=(--allow-run-as-root)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for hidden in 128 1024; do

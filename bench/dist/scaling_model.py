@@ -67,17 +67,22 @@ def best_bucket(compute_s, grad_bytes, p, alpha, beta):
 
 
 def fit_alpha_beta(points, p):
-    """Least-squares alpha, beta of ring all-reduce from (bytes, seconds) measured at p ranks."""
-    xs = [2 * (p - 1) / p * n for n, _ in points]
-    ys = [t for _, t in points]
+    """alpha, beta of ring all-reduce from (bytes, seconds) measured at p ranks.
+
+    Least squares on the relative error (weights 1/t^2): the sweep spans
+    six orders of magnitude in time, and plain least squares would fit the
+    largest messages alone and leave alpha to their noise."""
     k = 2 * (p - 1)
-    # t = k*alpha + x*beta: ordinary least squares in (alpha, beta).
-    n = len(xs)
-    sx, sy = sum(xs), sum(ys)
-    sxx = sum(x * x for x in xs)
-    sxy = sum(x * y for x, y in zip(xs, ys))
-    beta = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    alpha = (sy - beta * sx) / (n * k)
+    rows = [(k, 2 * (p - 1) / p * n, t) for n, t in points]
+    # Normal equations of sum(((k*alpha + x*beta) - t) / t)^2.
+    saa = sum((a / t) ** 2 for a, _, t in rows)
+    sab = sum(a * x / t ** 2 for a, x, t in rows)
+    sbb = sum((x / t) ** 2 for _, x, t in rows)
+    sa1 = sum(a / t for a, _, t in rows)
+    sb1 = sum(x / t for _, x, t in rows)
+    det = saa * sbb - sab * sab
+    alpha = (sa1 * sbb - sb1 * sab) / det
+    beta = (saa * sb1 - sab * sa1) / det
     return max(alpha, 0.0), max(beta, 0.0)
 
 
