@@ -102,8 +102,8 @@ fuzz-ci: fuzz-build
 # per-thread buffers, the C ABI's batch loader (samba_loader's background
 # thread). The whole suite under TSan would not fit CI's budget on 2 cores.
 # TSAN_OPTIONS' suppressions: tests/tsan.supp says why each is there.
-TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test
-TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler)\.|^capi\.pinned_loader_test$$
+TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test bucket_reducer_test
+TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler|BucketReducer)\.|^capi\.pinned_loader_test$$
 tsan-concurrency: setup
 	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)

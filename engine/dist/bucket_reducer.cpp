@@ -37,12 +37,21 @@ BucketReducer::~BucketReducer() {
 }
 
 void BucketReducer::begin_step(bool staged) {
+  bool unfinished = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
+    for (const Slot& s : buckets_) unfinished |= (s.ready || s.started) && !s.done;
+  }
+  // A step that ended early (a kernel failed) still owes the other ranks
+  // its remaining all-reduces, in order: finish them, so every rank's
+  // collectives stay matched.
+  if (unfinished) {
+    mark_all_ready();
+    wait_all();
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  throw_if_failed_locked();
-  SAMBA_CHECK(next_ == buckets_.size() || next_ == 0, Status::Internal,
-              "REDUCE: a new step began while bucket {} of {} was not started", next_, buckets_.size());
   for (Slot& s : buckets_) {
-    SAMBA_CHECK(!s.started || s.done, Status::Internal, "REDUCE: a new step began with a bucket in flight");
     s.ready = s.started = s.done = false;
     s.collective.reset();
   }
@@ -76,12 +85,17 @@ void BucketReducer::wait(size_t b) {
   const auto deadline = std::chrono::steady_clock::now() + timeout();
   while (!buckets_[b].done) {
     throw_if_failed_locked();
-    if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !buckets_[b].done && !error_)
-      fail(Status::Timeout,
-           "REDUCE: rank {} of {} waited {} ms for gradient bucket {} ({}): the job's other ranks did not "
-           "take part; end the job",
-           comm_.rank(), comm_.size(), timeout().count(), b,
-           buckets_[b].ready ? "its all-reduce did not complete" : "backward never finished writing it");
+    if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !buckets_[b].done && !error_) {
+      // The step cannot be finished or abandoned cleanly (the all-reduce
+      // may still be in flight): every later wait and step fails alike.
+      error_ = std::make_exception_ptr(Error(
+          Status::Timeout,
+          fmt::format("REDUCE: rank {} of {} waited {} ms for gradient bucket {} ({}): another rank failed, was "
+                      "killed or runs a different program; end the job",
+                      comm_.rank(), comm_.size(), timeout().count(), b,
+                      buckets_[b].ready ? "its all-reduce did not complete" : "backward never finished writing it")));
+      done_cv_.notify_all();
+    }
   }
 }
 

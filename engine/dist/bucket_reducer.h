@@ -53,7 +53,8 @@ class BucketReducer {
 
   size_t size() const { return buckets_.size(); }
   // A new step: no bucket ready or reduced. `staged`: through host buffers.
-  // Waits for nothing: the previous step must have been waited for.
+  // A step left unfinished (a kernel failed) is completed first, so the
+  // ranks' collectives stay matched.
   void begin_step(bool staged);
   void mark_ready(size_t bucket);
   void mark_all_ready();
