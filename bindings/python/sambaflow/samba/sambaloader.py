@@ -55,8 +55,9 @@ class SambaLoader:
             raise ValueError(f"SambaLoader: maxsize must be at least 1, got {maxsize}")
         if shard is None:
             shard = world_size is not None or distributed.is_distributed()
-        ## This replica's rank and the job's world size (0 and 1 when not sharding).
+        ## This replica's rank (0 when not sharding).
         self.rank = (distributed.get_rank() if rank is None else rank) if shard else 0
+        ## The job's world size: how many shares an epoch is cut into (1 when not sharding).
         self.world_size = (distributed.get_world_size() if world_size is None else world_size) if shard else 1
         if not 0 <= self.rank < self.world_size:
             raise ValueError(f"SambaLoader: rank {self.rank} of world size {self.world_size}; expected "
