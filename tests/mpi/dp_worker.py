@@ -144,6 +144,13 @@ def cmd_train(args):
     x, y = data(args.batch, 99, 0)
     logits = samba.session.run([x, y], model.output_tensors, section_types=["fwd"], train=False)[1]
     result = {"losses": losses, "weights": weights(model), "logits": samba.to_torch(logits).flatten().tolist()}
+    # Each rank's own batch, its logits gathered to rank 0.
+    x, y = data(args.batch, 98, utils.get_rank())
+    samba.session.run([x, y], model.output_tensors, section_types=["fwd"], train=False)
+    own = samba.session.get_tensors([model.output_tensors[1]])[0]
+    gathered = samba.session.get_tensors([model.output_tensors[1]], gather=True)[0]
+    result["own_logits"] = samba.to_torch(own).tolist()
+    result["gathered_logits"] = None if gathered is None else samba.to_torch(gathered).tolist()
     # Last: measuring trains on.
     result["perf"] = utils.measure_performance(model, [x, y], n_iterations=3, warmup=1, data_parallel=True)
     dump(args.out, "train", result)

@@ -138,12 +138,16 @@ def test_a_rank_killed_mid_step_ends_the_others(dp_pef):
 
 
 # ---- checkpoints ---------------------------------------------------------------------------
-def test_checkpoint_from_rank_0_loads_in_a_single_process(dp_pef, tmp_path):
+def test_checkpoint_from_rank_0_loads_in_a_single_process_and_outputs_gather_to_rank_0(dp_pef, tmp_path):
     ckpt = str(tmp_path / "dp.ckpt")
     run(mpi_worker(2, "train", dp_pef, str(tmp_path), "--checkpoint", ckpt))
     t0, t1 = read(tmp_path, "train", 2)
     assert t0["weights"] == t1["weights"]  # the replicas stayed identical
     assert t0["losses"] != t1["losses"]  # on different data
+    # get_tensors(gather=True): rank 0 gets both ranks' logits in rank order, rank 1 None.
+    assert t1["gathered_logits"] is None
+    assert t0["gathered_logits"] == t0["own_logits"] + t1["own_logits"]
+    assert t0["own_logits"] != t1["own_logits"]
     # measure_performance(data_parallel=True) reports the job: the global batch, both ranks' samples.
     perf = t0["perf"]
     assert perf["world_size"] == 2 and perf["batch_size"] == 8
