@@ -123,6 +123,9 @@ DType checked_dtype(samba_dtype d, const char* what);
 // kinds; InvalidArgument for other bits.
 uint32_t transfer_roles(uint32_t what);
 
+// `n` names from a C array (each required); `what` names the array.
+std::vector<std::string> names_of(const char* const* names, size_t n, const char* what);
+
 // Under MPI (a job of several ranks), after a PEF is loaded: checks every
 // rank loaded the same program for this world size, then gives every rank
 // rank 0's parameters, buffers and optimizer state. A no-op otherwise.

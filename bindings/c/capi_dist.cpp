@@ -105,15 +105,8 @@ samba_status samba_session_gather_tensors_by_name(samba_session* s, const char* 
     for (size_t i = 0; i < n; ++i) outputs[i] = nullptr;
   return SAMBA_GUARDED({
     require(s, "session");
-    if (n) {
-      require(names, "names");
-      require(outputs, "outputs");
-    }
-    std::vector<std::string> v;
-    for (size_t i = 0; i < n; ++i) {
-      SAMBA_CHECK(names[i], Status::NullPointer, "names[{}] is NULL", i);
-      v.emplace_back(names[i]);
-    }
+    if (n) require(outputs, "outputs");
+    const std::vector<std::string> v = names_of(names, n, "names");
     auto rt = s->impl.require_runtime("gather_tensors_by_name");
     std::vector<Tensor> got = rt->gather(dist::world(), v);
     for (size_t i = 0; i < n; ++i)
