@@ -2,17 +2,15 @@
 // the boundary that turns C++ exceptions into status codes.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <new>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string_view>
-#include <vector>
-
-#include <atomic>
-#include <mutex>
 #include <unordered_map>
-
-#include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 #include "compiler/compile.h"
 #include "engine/core/error.h"
@@ -39,7 +37,8 @@ struct samba_session {
   mutable std::mutex mu;  // guards graphs
   std::vector<samba::compiler::GraphSpec> graphs;  // add_graph, for compile_multigraph
   // trace_graph's data_parallel_mode: runs that name none use it.
-  std::atomic<samba::runtime::DataParallelMode> data_parallel_mode{samba::runtime::DataParallelMode::Normal};
+  std::atomic<samba::runtime::DataParallelMode> data_parallel_mode{
+      samba::runtime::DataParallelMode::Normal};
 };
 struct samba_optimizer {
   samba::compiler::OptimizerSpec spec;
@@ -123,6 +122,9 @@ DType checked_dtype(samba_dtype d, const char* what);
 // The tensor roles (a mask of 1 << pef::TensorRole) of SAMBA_TRANSFER_*
 // kinds; InvalidArgument for other bits.
 uint32_t transfer_roles(uint32_t what);
+
+// `n` names from a C array (each required); `what` names the array.
+std::vector<std::string> names_of(const char* const* names, size_t n, const char* what);
 
 // Under MPI (a job of several ranks), after a PEF is loaded: checks every
 // rank loaded the same program for this world size, then gives every rank

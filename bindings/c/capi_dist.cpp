@@ -73,11 +73,14 @@ samba_status samba_compile_options_set_data_parallel(samba_compile_options* o, i
                                                      int64_t bucket_bytes) {
   return SAMBA_GUARDED({
     require(o, "opts");
-    SAMBA_CHECK(world_size >= 0, Status::InvalidArgument,
-                "data parallel world size {}; expected the number of replicas (0 turns data parallel off)",
-                world_size);
-    SAMBA_CHECK(bucket_bytes >= 0, Status::InvalidArgument,
-                "data parallel bucket size {} bytes; expected a positive size (0: the default 25 MiB)", bucket_bytes);
+    SAMBA_CHECK(
+        world_size >= 0, Status::InvalidArgument,
+        "data parallel world size {}; expected the number of replicas (0 turns data parallel off)",
+        world_size);
+    SAMBA_CHECK(
+        bucket_bytes >= 0, Status::InvalidArgument,
+        "data parallel bucket size {} bytes; expected a positive size (0: the default 25 MiB)",
+        bucket_bytes);
     o->program.data_parallel_world_size = world_size;
     o->program.data_parallel_bucket_bytes = static_cast<uint64_t>(bucket_bytes);
   });
@@ -90,29 +93,23 @@ samba_status samba_session_broadcast(samba_session* s, samba_transfer_kinds what
     auto rt = s->impl.require_runtime("broadcast");
     dist::Communicator* c = dist::world();
     if (!c) return;
-    SAMBA_CHECK(root >= 0 && root < c->size(), Status::OutOfRange, "broadcast: root rank {} of a job of {} ranks",
-                root, c->size());
+    SAMBA_CHECK(root >= 0 && root < c->size(), Status::OutOfRange,
+                "broadcast: root rank {} of a job of {} ranks", root, c->size());
     rt->broadcast_state(*c, roles, root);
   });
 }
 
-samba_status samba_session_gather_tensors_by_name(samba_session* s, const char* const* names, size_t n,
-                                                  samba_tensor** outputs) {
+samba_status samba_session_gather_tensors_by_name(samba_session* s, const char* const* names,
+                                                  size_t n, samba_tensor** outputs) {
   if (outputs)
     for (size_t i = 0; i < n; ++i) outputs[i] = nullptr;
   return SAMBA_GUARDED({
     require(s, "session");
-    if (n) {
-      require(names, "names");
-      require(outputs, "outputs");
-    }
-    std::vector<std::string> v;
-    for (size_t i = 0; i < n; ++i) {
-      SAMBA_CHECK(names[i], Status::NullPointer, "names[{}] is NULL", i);
-      v.emplace_back(names[i]);
-    }
+    if (n) require(outputs, "outputs");
+    const std::vector<std::string> v = names_of(names, n, "names");
     auto rt = s->impl.require_runtime("gather_tensors_by_name");
     std::vector<Tensor> got = rt->gather(dist::world(), v);
-    for (size_t i = 0; i < n; ++i) outputs[i] = got[i].defined() ? to_handle(std::move(got[i])) : nullptr;
+    for (size_t i = 0; i < n; ++i)
+      outputs[i] = got[i].defined() ? to_handle(std::move(got[i])) : nullptr;
   });
 }

@@ -450,7 +450,8 @@ samba_status samba_run_options_set_data_parallel(samba_run_options* o, int32_t e
                                                  const char* mode) {
   return SAMBA_GUARDED({
     require(o, "opts");
-    const auto m = mode ? runtime::data_parallel_mode_from_name(mode) : runtime::DataParallelMode::Normal;
+    const auto m =
+        mode ? runtime::data_parallel_mode_from_name(mode) : runtime::DataParallelMode::Normal;
     o->request.data_parallel = enable != 0;
     o->request.reduce_on_rdu = reduce_on_rdu != 0;
     o->request.data_parallel_mode = m;

@@ -249,16 +249,20 @@ class Lowering {
     constexpr uint64_t kDefaultBucketBytes = uint64_t{25} << 20;
     pef::DataParallelDesc& dp = p_.data_parallel;
     dp.world_size = opts_.data_parallel_world_size;
-    dp.bucket_bytes = opts_.data_parallel_bucket_bytes ? opts_.data_parallel_bucket_bytes : kDefaultBucketBytes;
+    dp.bucket_bytes =
+        opts_.data_parallel_bucket_bytes ? opts_.data_parallel_bucket_bytes : kDefaultBucketBytes;
     for (const auto& [gi, v] : plan_.gradient_order) {
       const int32_t t = tensor_of_[gi][v];
       const pef::TensorDesc& td = p_.tensors[static_cast<size_t>(t)];
-      SAMBA_CHECK(td.dtype == DType::Float32 || td.dtype == DType::Float64, Status::Unsupported,
-                  "compile: data parallel averages float32 and float64 gradients; the gradient '{}' is {} "
-                  "(train that parameter in float32)",
-                  td.name, dtype_name(td.dtype));
-      const bool fits = !dp.buckets.empty() && dp.buckets.back().dtype == td.dtype && dp.buckets.back().mem == td.mem &&
-                        td.arena_offset + td.nbytes - dp.buckets.back().arena_offset <= dp.bucket_bytes;
+      SAMBA_CHECK(
+          td.dtype == DType::Float32 || td.dtype == DType::Float64, Status::Unsupported,
+          "compile: data parallel averages float32 and float64 gradients; the gradient '{}' is {} "
+          "(train that parameter in float32)",
+          td.name, dtype_name(td.dtype));
+      const bool fits =
+          !dp.buckets.empty() && dp.buckets.back().dtype == td.dtype &&
+          dp.buckets.back().mem == td.mem &&
+          td.arena_offset + td.nbytes - dp.buckets.back().arena_offset <= dp.bucket_bytes;
       if (!fits) {
         pef::ReduceBucketDesc b;
         b.mem = td.mem;

@@ -63,7 +63,8 @@ uint64_t place_intermediates(std::vector<Interval>& items, uint64_t base, Memory
 
 }  // namespace
 
-MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory, bool gradients_first) {
+MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory,
+                       bool gradients_first) {
   MemoryPlan plan;
   struct Member {
     size_t graph;
@@ -107,7 +108,8 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
           const ValueId r = g.root(v);
           if (first[r] < 0) first[r] = st, def_section[r] = sec;
           last[r] = std::max(last[r], st);
-          if (!read && kernels[k].phase == Phase::Backward) last_write[r] = std::max(last_write[r], st);
+          if (!read && kernels[k].phase == Phase::Backward)
+            last_write[r] = std::max(last_write[r], st);
           if (read && def_section[r] != sec) crosses[r] = true;
         };
         for (ValueId o : n.outputs) touch(o, false);
@@ -150,8 +152,9 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
   // order), then every other region in name order.
   std::vector<size_t> by_production(gradient_keys.size());
   for (size_t i = 0; i < by_production.size(); ++i) by_production[i] = i;
-  std::stable_sort(by_production.begin(), by_production.end(),
-                   [&](size_t a, size_t b) { return gradient_keys[a].first < gradient_keys[b].first; });
+  std::stable_sort(by_production.begin(), by_production.end(), [&](size_t a, size_t b) {
+    return gradient_keys[a].first < gradient_keys[b].first;
+  });
   std::vector<std::pair<size_t, ValueId>> gradient_order;
   std::vector<const std::pair<const std::string, std::vector<Member>>*> ordered;
   for (size_t i : by_production) {
@@ -160,8 +163,9 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
   }
   plan.gradient_order = std::move(gradient_order);
   for (const auto& entry : regions)
-    if (std::find(ordered.begin(), ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()), &entry) ==
-        ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()))
+    if (std::find(ordered.begin(),
+                  ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()),
+                  &entry) == ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()))
       ordered.push_back(&entry);
 
   uint64_t persistent_total = 0;

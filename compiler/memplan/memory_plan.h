@@ -48,6 +48,7 @@ struct PlanInput {
 // Plans the graphs of one program together: their sections run one after the
 // other in the given order, and persistent values with the same name (or
 // region) in several graphs are one block.
-MemoryPlan plan_memory(const std::vector<PlanInput>& graphs, bool io_host_memory, bool gradients_first = false);
+MemoryPlan plan_memory(const std::vector<PlanInput>& graphs, bool io_host_memory,
+                       bool gradients_first = false);
 
 }  // namespace samba::compiler

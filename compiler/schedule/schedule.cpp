@@ -59,7 +59,8 @@ std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels) {
 void add_reduce_section(std::vector<SectionPlan>& sections) {
   for (size_t i = 0; i < sections.size(); ++i)
     if (sections[i].type == pef::SectionType::BCKWD) {
-      sections.insert(sections.begin() + static_cast<std::ptrdiff_t>(i) + 1, SectionPlan{pef::SectionType::REDUCE, {}});
+      sections.insert(sections.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      SectionPlan{pef::SectionType::REDUCE, {}});
       return;
     }
 }

@@ -85,15 +85,17 @@ void BucketReducer::wait(size_t b) {
   const auto deadline = std::chrono::steady_clock::now() + timeout();
   while (!buckets_[b].done) {
     throw_if_failed_locked();
-    if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !buckets_[b].done && !error_) {
+    if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !buckets_[b].done &&
+        !error_) {
       // The step cannot be finished or abandoned cleanly (the all-reduce
       // may still be in flight): every later wait and step fails alike.
       error_ = std::make_exception_ptr(Error(
-          Status::Timeout,
-          fmt::format("REDUCE: rank {} of {} waited {} ms for gradient bucket {} ({}): another rank failed, was "
-                      "killed or runs a different program; end the job",
-                      comm_.rank(), comm_.size(), timeout().count(), b,
-                      buckets_[b].ready ? "its all-reduce did not complete" : "backward never finished writing it")));
+          Status::Timeout, fmt::format("REDUCE: rank {} of {} waited {} ms for gradient bucket {} "
+                                       "({}): another rank failed, was "
+                                       "killed or runs a different program; end the job",
+                                       comm_.rank(), comm_.size(), timeout().count(), b,
+                                       buckets_[b].ready ? "its all-reduce did not complete"
+                                                         : "backward never finished writing it")));
       done_cv_.notify_all();
     }
   }
@@ -125,7 +127,8 @@ void BucketReducer::loop() {
       try {
         void* data = s.range.device;
         if (staged_) {
-          std::memcpy(s.staging->data(), s.range.device, s.range.count * element_size(s.range.dtype));
+          std::memcpy(s.staging->data(), s.range.device,
+                      s.range.count * element_size(s.range.dtype));
           data = s.staging->data();
         }
         s.collective = comm_.start_allreduce_sum(data, s.range.count, s.range.dtype);
@@ -161,7 +164,8 @@ void BucketReducer::loop() {
           progressed = true;
         } else if (std::chrono::steady_clock::now() - s.start_time > timeout()) {
           fail(Status::Timeout,
-               "REDUCE: rank {} of {}: the all-reduce of gradient bucket {} did not complete within {} ms: "
+               "REDUCE: rank {} of {}: the all-reduce of gradient bucket {} did not complete "
+               "within {} ms: "
                "another rank failed, was killed or runs a different program; end the job",
                comm_.rank(), comm_.size(), b, timeout().count());
         }

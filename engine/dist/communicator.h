@@ -41,13 +41,16 @@ class Communicator {
   // In-place sum of `count` elements of `dtype` (Float32 or Float64) over
   // every rank. For one communicator size, count and dtype the summation
   // order is fixed (MPI's algorithm choice depends on nothing else).
-  virtual std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count, DType dtype) = 0;
+  virtual std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count,
+                                                          DType dtype) = 0;
   // `bytes` from rank `root` to every rank.
   virtual std::unique_ptr<Collective> start_broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank's `bytes` into recv (size() * bytes), in rank order.
-  virtual std::unique_ptr<Collective> start_allgather(const void* send, size_t bytes, void* recv) = 0;
+  virtual std::unique_ptr<Collective> start_allgather(const void* send, size_t bytes,
+                                                      void* recv) = 0;
   // As allgather, received on `root` only (recv may be null elsewhere).
-  virtual std::unique_ptr<Collective> start_gather(const void* send, size_t bytes, void* recv, int root) = 0;
+  virtual std::unique_ptr<Collective> start_gather(const void* send, size_t bytes, void* recv,
+                                                   int root) = 0;
   // True when `c` has completed. Throws Cancelled when a peer's abort notice
   // has arrived (now or earlier).
   virtual bool test(Collective& c) = 0;

@@ -81,24 +81,29 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count, DType dtype) override {
     SAMBA_CHECK(dtype == DType::Float32 || dtype == DType::Float64, Status::DTypeMismatch,
-                "all-reduce of {} values; data parallel reduces float32 and float64", dtype_name(dtype));
+                "all-reduce of {} values; data parallel reduces float32 and float64",
+                dtype_name(dtype));
     return start("MPI_Iallreduce", [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, data, int_count(count), dtype == DType::Float32 ? MPI_FLOAT : MPI_DOUBLE,
-                            MPI_SUM, comm_, r);
+      return MPI_Iallreduce(MPI_IN_PLACE, data, int_count(count),
+                            dtype == DType::Float32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, comm_, r);
     });
   }
   std::unique_ptr<Collective> start_broadcast(void* data, size_t bytes, int root) override {
-    return start("MPI_Ibcast",
-                 [&](MPI_Request* r) { return MPI_Ibcast(data, int_count(bytes), MPI_BYTE, root, comm_, r); });
+    return start("MPI_Ibcast", [&](MPI_Request* r) {
+      return MPI_Ibcast(data, int_count(bytes), MPI_BYTE, root, comm_, r);
+    });
   }
   std::unique_ptr<Collective> start_allgather(const void* send, size_t bytes, void* recv) override {
     return start("MPI_Iallgather", [&](MPI_Request* r) {
-      return MPI_Iallgather(send, int_count(bytes), MPI_BYTE, recv, int_count(bytes), MPI_BYTE, comm_, r);
+      return MPI_Iallgather(send, int_count(bytes), MPI_BYTE, recv, int_count(bytes), MPI_BYTE,
+                            comm_, r);
     });
   }
-  std::unique_ptr<Collective> start_gather(const void* send, size_t bytes, void* recv, int root) override {
+  std::unique_ptr<Collective> start_gather(const void* send, size_t bytes, void* recv,
+                                           int root) override {
     return start("MPI_Igather", [&](MPI_Request* r) {
-      return MPI_Igather(send, int_count(bytes), MPI_BYTE, recv, int_count(bytes), MPI_BYTE, root, comm_, r);
+      return MPI_Igather(send, int_count(bytes), MPI_BYTE, recv, int_count(bytes), MPI_BYTE, root,
+                         comm_, r);
     });
   }
 
@@ -120,14 +125,16 @@ class MpiCommunicator final : public Communicator {
 
   [[noreturn]] void abort(int exit_code, std::string_view reason) {
     std::string msg(reason.substr(0, kMaxReason - 1));
-    log::error("rank {} of {} ends the job: {}", rank_, size_, msg.empty() ? "(no reason given)" : msg);
+    log::error("rank {} of {} ends the job: {}", rank_, size_,
+               msg.empty() ? "(no reason given)" : msg);
     {
       std::lock_guard<std::mutex> lock(mu_);
       std::vector<MPI_Request> sends;
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
         sends.emplace_back();
-        MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, r, kAbortTag, control_, &sends.back());
+        MPI_Isend(msg.data(), static_cast<int>(msg.size()), MPI_CHAR, r, kAbortTag, control_,
+                  &sends.back());
       }
       // The notices are small (sent eagerly); give them a moment to leave,
       // and the peers a moment to report them, before MPI_Abort ends all.
@@ -160,7 +167,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   void post_abort_receive() {
-    check_mpi(MPI_Irecv(abort_buf_, kMaxReason, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, control_, &abort_req_),
+    check_mpi(MPI_Irecv(abort_buf_, kMaxReason, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, control_,
+                        &abort_req_),
               "MPI_Irecv");
   }
 
@@ -200,26 +208,30 @@ bool g_finalized = false;
 void finalize_at_exit() { finalize(); }
 
 void init_locked(MPI_Comm parent, bool from_app) {
-  SAMBA_CHECK(!g_finalized, Status::InvalidState, "samba_dist_init: the distributed context was finalized");
+  SAMBA_CHECK(!g_finalized, Status::InvalidState,
+              "samba_dist_init: the distributed context was finalized");
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   SAMBA_CHECK(!finalized, Status::InvalidState, "samba_dist_init: MPI was finalized already");
   bool owns = false;
   if (!initialized) {
-    SAMBA_CHECK(!from_app, Status::InvalidState,
-                "samba_dist_init_with_comm: MPI is not initialized; initialize it first (MPI_Init_thread)");
+    SAMBA_CHECK(
+        !from_app, Status::InvalidState,
+        "samba_dist_init_with_comm: MPI is not initialized; initialize it first (MPI_Init_thread)");
     int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+              "MPI_Init_thread");
     owns = true;
     std::atexit(finalize_at_exit);
   }
   int provided = 0;
   MPI_Query_thread(&provided);
-  SAMBA_CHECK(provided >= MPI_THREAD_SERIALIZED, Status::InvalidState,
-              "MPI was initialized with thread level {}; Samba needs MPI_THREAD_SERIALIZED or above "
-              "(MPI_Init_thread)",
-              provided);
+  SAMBA_CHECK(
+      provided >= MPI_THREAD_SERIALIZED, Status::InvalidState,
+      "MPI was initialized with thread level {}; Samba needs MPI_THREAD_SERIALIZED or above "
+      "(MPI_Init_thread)",
+      provided);
   g_world = std::make_unique<MpiCommunicator>(parent, owns);
 }
 
@@ -241,18 +253,22 @@ void init() {
 void init_with_comm(int64_t fortran_comm) {
   std::lock_guard<std::mutex> lock(g_mu);
   SAMBA_CHECK(!g_world, Status::InvalidState,
-              "samba_dist_init_with_comm: Samba has joined the job already (samba_dist_init, or lazily under "
+              "samba_dist_init_with_comm: Samba has joined the job already (samba_dist_init, or "
+              "lazily under "
               "mpirun); call it before any other distributed call");
   int initialized = 0;
   MPI_Initialized(&initialized);
-  SAMBA_CHECK(initialized, Status::InvalidState,
-              "samba_dist_init_with_comm: MPI is not initialized; initialize it first (MPI_Init_thread)");
+  SAMBA_CHECK(
+      initialized, Status::InvalidState,
+      "samba_dist_init_with_comm: MPI is not initialized; initialize it first (MPI_Init_thread)");
   SAMBA_CHECK(fortran_comm >= INT32_MIN && fortran_comm <= INT32_MAX, Status::InvalidArgument,
               "samba_dist_init_with_comm: {} is not an MPI_Fint (from MPI_Comm_c2f)", fortran_comm);
   MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
   int size = 0;
-  SAMBA_CHECK(comm != MPI_COMM_NULL && MPI_Comm_size(comm, &size) == MPI_SUCCESS, Status::InvalidArgument,
-              "samba_dist_init_with_comm: {} is not a valid communicator (from MPI_Comm_c2f)", fortran_comm);
+  SAMBA_CHECK(comm != MPI_COMM_NULL && MPI_Comm_size(comm, &size) == MPI_SUCCESS,
+              Status::InvalidArgument,
+              "samba_dist_init_with_comm: {} is not a valid communicator (from MPI_Comm_c2f)",
+              fortran_comm);
   init_locked(comm, true);
 }
 

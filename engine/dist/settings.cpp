@@ -36,8 +36,8 @@ std::atomic<int64_t>& timeout_ms() {
 std::chrono::milliseconds timeout() { return std::chrono::milliseconds(timeout_ms().load()); }
 
 void set_timeout(std::chrono::milliseconds t) {
-  SAMBA_CHECK(t.count() > 0, Status::InvalidArgument, "distributed timeout of {} ms; expected a positive number",
-              t.count());
+  SAMBA_CHECK(t.count() > 0, Status::InvalidArgument,
+              "distributed timeout of {} ms; expected a positive number", t.count());
   timeout_ms().store(t.count());
 }
 
@@ -50,7 +50,8 @@ Communicator& require_world(std::string_view what) {
   if (Communicator* c = world()) return *c;
   SAMBA_CHECK(built_with_mpi(), Status::Unsupported, "{}: {}", what, kNoMpi);
   fail(Status::InvalidState,
-       "{}: not distributed: launch the program with mpirun (mpirun -np N ...) or call samba_dist_init first",
+       "{}: not distributed: launch the program with mpirun (mpirun -np N ...) or call "
+       "samba_dist_init first",
        what);
 }
 
@@ -62,7 +63,8 @@ void wait(Communicator& comm, Collective& c, std::string_view what) {
     if (comm.test(c)) return;
     if (std::chrono::steady_clock::now() > deadline)
       fail(Status::Timeout,
-           "{}: rank {} of {} waited {} ms and the collective did not complete: another rank failed, was "
+           "{}: rank {} of {} waited {} ms and the collective did not complete: another rank "
+           "failed, was "
            "killed or did not make the same call (set the bound with samba_dist_set_timeout_ms or "
            "SAMBA_DIST_TIMEOUT_S); end the job",
            what, comm.rank(), comm.size(), timeout().count());

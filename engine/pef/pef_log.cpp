@@ -292,19 +292,23 @@ std::string format_data_parallel(const ProgramDesc& p) {
   if (dp.world_size == 0) return {};
   std::vector<std::string> reduce;
   for (const auto& sd : p.sections)
-    if (sd.type == SectionType::REDUCE) reduce.push_back(fmt::format("'{}' (id {})", sd.name, sd.id));
-  std::string s = fmt::format("world size {}, REDUCE {}, {} buckets of up to {} (mean over the replicas)\n",
-                              dp.world_size, reduce.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(reduce, ", ")),
-                              dp.buckets.size(), human_bytes(dp.bucket_bytes));
+    if (sd.type == SectionType::REDUCE)
+      reduce.push_back(fmt::format("'{}' (id {})", sd.name, sd.id));
+  std::string s = fmt::format(
+      "world size {}, REDUCE {}, {} buckets of up to {} (mean over the replicas)\n", dp.world_size,
+      reduce.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(reduce, ", ")),
+      dp.buckets.size(), human_bytes(dp.bucket_bytes));
   for (size_t b = 0; b < dp.buckets.size(); ++b) {
     const ReduceBucketDesc& bd = dp.buckets[b];
     std::vector<std::string> names;
     for (int32_t g : bd.gradients)
-      names.push_back(g >= 0 && static_cast<size_t>(g) < p.tensors.size() ? p.tensors[static_cast<size_t>(g)].name
-                                                                          : fmt::format("<{} out of range>", g));
+      names.push_back(g >= 0 && static_cast<size_t>(g) < p.tensors.size()
+                          ? p.tensors[static_cast<size_t>(g)].name
+                          : fmt::format("<{} out of range>", g));
     s += fmt::format("bucket {}: {} state offset {}, {} bytes ({}), {}, {} gradients: {}\n", b,
-                     static_cast<int>(bd.mem) < kNumMemTypes ? mem_type_name(bd.mem) : "?", bd.arena_offset, bd.nbytes,
-                     human_bytes(bd.nbytes), safe_dtype_name(bd.dtype), bd.gradients.size(), fmt::join(names, ", "));
+                     static_cast<int>(bd.mem) < kNumMemTypes ? mem_type_name(bd.mem) : "?",
+                     bd.arena_offset, bd.nbytes, human_bytes(bd.nbytes), safe_dtype_name(bd.dtype),
+                     bd.gradients.size(), fmt::join(names, ", "));
   }
   return s;
 }

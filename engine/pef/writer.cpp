@@ -106,7 +106,8 @@ class PefBuilder {
     for (const auto& b : dp.buckets) {
       auto grads = fbb_.CreateVector(b.gradients);
       buckets.push_back(fb::CreateReduceBucket(fbb_, grads, static_cast<fb::MemType>(b.mem),
-                                               static_cast<fb::DType>(b.dtype), b.arena_offset, b.nbytes));
+                                               static_cast<fb::DType>(b.dtype), b.arena_offset,
+                                               b.nbytes));
     }
     auto buckets_v = vec(buckets);
     return fb::CreateDataParallel(fbb_, dp.world_size, dp.bucket_bytes, buckets_v);

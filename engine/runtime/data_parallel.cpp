@@ -21,12 +21,14 @@ std::vector<dist::ReduceRange> ranges(const Program& program, const DeviceMemory
 
 }  // namespace
 
-DataParallelStep::DataParallelStep(const Program& program, const DeviceMemory& state, dist::Communicator& comm)
+DataParallelStep::DataParallelStep(const Program& program, const DeviceMemory& state,
+                                   dist::Communicator& comm)
     : reducer_(comm, ranges(program, state)) {
   const auto& d = program.desc();
   std::vector<int32_t> bucket_of(d.tensors.size(), -1);
   for (size_t b = 0; b < d.data_parallel.buckets.size(); ++b)
-    for (int32_t g : d.data_parallel.buckets[b].gradients) bucket_of[static_cast<size_t>(g)] = static_cast<int32_t>(b);
+    for (int32_t g : d.data_parallel.buckets[b].gradients)
+      bucket_of[static_cast<size_t>(g)] = static_cast<int32_t>(b);
   written_by_.resize(d.kernels.size());
   read_by_.resize(d.kernels.size());
   writers_.assign(d.data_parallel.buckets.size(), 0);
@@ -38,11 +40,14 @@ DataParallelStep::DataParallelStep(const Program& program, const DeviceMemory& s
     for (int32_t k : s.kernels) {
       const auto& kd = d.kernels[static_cast<size_t>(k)];
       if (s.type == pef::SectionType::BCKWD) {
-        for (int32_t t : kd.writes) add(written_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
+        for (int32_t t : kd.writes)
+          add(written_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
         for (int32_t b : written_by_[static_cast<size_t>(k)]) ++writers_[static_cast<size_t>(b)];
       } else {
-        for (int32_t t : kd.reads) add(read_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
-        for (int32_t t : kd.writes) add(read_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
+        for (int32_t t : kd.reads)
+          add(read_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
+        for (int32_t t : kd.writes)
+          add(read_by_[static_cast<size_t>(k)], bucket_of[static_cast<size_t>(program.root(t))]);
       }
     }
   }
@@ -76,7 +81,8 @@ void DataParallelStep::before_kernel(int32_t kernel) {
 
 void DataParallelStep::after_kernel(int32_t kernel) {
   for (int32_t b : written_by_[static_cast<size_t>(kernel)])
-    if (remaining_[static_cast<size_t>(b)].fetch_sub(1) == 1) reducer_.mark_ready(static_cast<size_t>(b));
+    if (remaining_[static_cast<size_t>(b)].fetch_sub(1) == 1)
+      reducer_.mark_ready(static_cast<size_t>(b));
 }
 
 }  // namespace samba::runtime

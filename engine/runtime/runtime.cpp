@@ -339,8 +339,8 @@ void Runtime::run_micro_batches(ExecutionContext& ctx, const std::vector<int32_t
   }
 }
 
-void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r,
-                        DataParallelStep* dp) {
+void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls,
+                        const RunRequest& r, DataParallelStep* dp) {
   const auto& d = program_->desc();
   const auto& sections = program_->sections();
   bool has_fwd = false;
@@ -373,7 +373,8 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
     for (int32_t c : calls) {
       const SectionPlan& sp = sections[static_cast<size_t>(d.schedule[c].section)];
       const auto& g = d.graphs[static_cast<size_t>(sp.graph)];
-      overlap &= !(sp.type == pef::SectionType::BCKWD && sp.micro_batched && g.batch_size > g.micro_batch_size);
+      overlap &= !(sp.type == pef::SectionType::BCKWD && sp.micro_batched &&
+                   g.batch_size > g.micro_batch_size);
     }
     dp->begin(r.data_parallel_mode, r.reduce_on_rdu, overlap);
     values.observer = dp->observer();

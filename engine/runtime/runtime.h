@@ -25,8 +25,8 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/parallel.h"
-#include "engine/rng/materializer.h"
 #include "engine/dist/communicator.h"
+#include "engine/rng/materializer.h"
 #include "engine/runtime/execution_context.h"
 
 namespace samba::runtime {

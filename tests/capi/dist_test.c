@@ -9,28 +9,8 @@
 
 #include "capi_test_util.h"
 
-static int file_contains(const char* path, const char* needle) {
-  FILE* f = fopen(path, "rb");
-  char* buf;
-  long size;
-  int found;
-  if (!f) return 0;
-  fseek(f, 0, SEEK_END);
-  size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = (char*)malloc((size_t)size + 1);
-  CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size);
-  buf[size] = '\0';
-  fclose(f);
-  found = strstr(buf, needle) != NULL;
-  free(buf);
-  return found;
-}
 
 int main(void) {
-  const int64_t s_w[2] = {3, 4}, s_b[1] = {3}, s_x[2] = {6, 4}, s_y[1] = {6};
-  const int64_t labels[6] = {0, 1, 2, 2, 1, 0};
-  float xs[24];
   int32_t available = -1, rank = -1, world = -1, distributed = -1;
   LinearNet net;
   samba_session* s = NULL;
@@ -40,7 +20,7 @@ int main(void) {
   samba_trace_options* to = NULL;
   samba_tensor *x, *y, *in[2], *traced = NULL, *loss = NULL, *gathered = NULL;
   const char* wname = "fc.weight";
-  size_t n = 0, i;
+  size_t n = 0;
 
   /* A plain process. */
   CHECK_OK(samba_dist_available(&available));
@@ -57,15 +37,9 @@ int main(void) {
   if (!available)
     CHECK_FAILS(samba_dist_init(), SAMBA_ERR_UNSUPPORTED, "built without MPI: install libopenmpi-dev");
 
-  for (i = 0; i < 24; ++i) xs[i] = (float)cos(0.9 * (double)i);
-  net.w = named_param("fc.weight", s_w, 2);
-  net.b = named_param("fc.bias", s_b, 1);
-  x = make_f32(xs, s_x, 2);
-  y = make_i64(labels, s_y, 1);
-  CHECK_OK(samba_tensor_set_name(x, "x"));
-  CHECK_OK(samba_tensor_set_name(y, "y"));
-  in[0] = x;
-  in[1] = y;
+  linear_classifier(&net, in);
+  x = in[0];
+  y = in[1];
   CHECK_OK(samba_session_create(NULL, &s));
   CHECK_OK(samba_optimizer_create("sgd", NULL, &opt));
   {

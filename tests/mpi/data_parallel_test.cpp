@@ -43,7 +43,8 @@ samba_optimizer* optimizer_for(const Model& m, bool adamw) {
   samba_optimizer* opt = nullptr;
   DP_OK(samba_optimizer_create(adamw ? "adamw" : "sgd", hp, &opt));
   samba_attrs_release(hp);
-  DP_OK(samba_optimizer_add_param_group(opt, const_cast<samba_tensor**>(m.params.data()), m.params.size(), nullptr));
+  DP_OK(samba_optimizer_add_param_group(opt, const_cast<samba_tensor**>(m.params.data()),
+                                        m.params.size(), nullptr));
   return opt;
 }
 
@@ -79,8 +80,8 @@ samba_status trace(Compiled& c, const char* mode) {
   DP_OK(samba_trace_options_set_data_parallel_mode(to, mode));
   samba_tensor* out = nullptr;
   size_t n = 0;
-  samba_status st = samba_session_trace_graph(c.session, nullptr, nullptr, nullptr, 0, &c.opt, 1, c.pef.c_str(),
-                                              to, &out, 1, &n);
+  samba_status st = samba_session_trace_graph(c.session, nullptr, nullptr, nullptr, 0, &c.opt, 1,
+                                              c.pef.c_str(), to, &out, 1, &n);
   samba_tensor_release(out);
   samba_trace_options_release(to);
   return st;
@@ -118,13 +119,16 @@ double step(Compiled& c, int s, int64_t first, int64_t batch, const samba_run_op
 // rows at once): a few ulps per step, which 20 steps of SGD keep at ~1e-6;
 // AdamW divides by sqrt(v) and so scales small gradient differences up
 // where a gradient is near zero, hence its looser bound.
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tol, const char* what) {
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, double tol,
+                  const char* what) {
   DP_CHECK(a.size() == b.size());
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::fabs(static_cast<double>(b[i]))));
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) /
+                                (1.0 + std::fabs(static_cast<double>(b[i]))));
   if (worst > tol) {
-    std::fprintf(stderr, "rank %d: %s: parameters differ by %g (tolerance %g)\n", g_rank, what, worst, tol);
+    std::fprintf(stderr, "rank %d: %s: parameters differ by %g (tolerance %g)\n", g_rank, what,
+                 worst, tol);
     std::exit(1);
   }
 }
@@ -132,7 +136,8 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b, doub
 void train_equivalence(bool conv, bool adamw) {
   const char* name = conv ? (adamw ? "conv_adamw" : "conv_sgd") : (adamw ? "mlp_adamw" : "mlp_sgd");
   // One process at batch N*B, from rank 0's initial values.
-  Compiled ref = compile(make_model(conv, 0.0), adamw, kBatch * g_world, 0, std::string(name) + "_ref");
+  Compiled ref =
+      compile(make_model(conv, 0.0), adamw, kBatch * g_world, 0, std::string(name) + "_ref");
   DP_OK(trace(ref, "normal"));
   std::vector<double> ref_loss;
   for (int s = 0; s < kSteps; ++s) ref_loss.push_back(step(ref, s, 0, kBatch * g_world, nullptr));
@@ -146,16 +151,18 @@ void train_equivalence(bool conv, bool adamw) {
       DP_OK(trace(dp, mode));
       samba_run_options* ro = nullptr;
       DP_OK(samba_run_options_create(&ro));
-      DP_OK(samba_run_options_set_data_parallel(ro, 1, on_rdu, nullptr));  // the mode trace_graph set
+      DP_OK(
+          samba_run_options_set_data_parallel(ro, 1, on_rdu, nullptr));  // the mode trace_graph set
       for (int s = 0; s < kSteps; ++s) {
         double local = step(dp, s, kBatch * g_rank, kBatch, ro);
         double global = 0;
         MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         global /= g_world;
         // The global batch's loss is the mean of the replicas' losses.
-        if (std::fabs(global - ref_loss[static_cast<size_t>(s)]) > 1e-4 * (1 + std::fabs(ref_loss[static_cast<size_t>(s)]))) {
-          std::fprintf(stderr, "rank %d: %s %s rdu=%d step %d: loss %.9g, one process %.9g\n", g_rank, name, mode,
-                       on_rdu, s, global, ref_loss[static_cast<size_t>(s)]);
+        if (std::fabs(global - ref_loss[static_cast<size_t>(s)]) >
+            1e-4 * (1 + std::fabs(ref_loss[static_cast<size_t>(s)]))) {
+          std::fprintf(stderr, "rank %d: %s %s rdu=%d step %d: loss %.9g, one process %.9g\n",
+                       g_rank, name, mode, on_rdu, s, global, ref_loss[static_cast<size_t>(s)]);
           std::exit(1);
         }
       }
@@ -175,15 +182,18 @@ void train_equivalence(bool conv, bool adamw) {
         const std::vector<float> all = values_of(gathered);
         const size_t per = all.size() / static_cast<size_t>(g_world);
         for (int r = 1; r < g_world; ++r)
-          DP_CHECK(std::memcmp(all.data(), all.data() + per * static_cast<size_t>(r), per * sizeof(float)) == 0);
+          DP_CHECK(std::memcmp(all.data(), all.data() + per * static_cast<size_t>(r),
+                               per * sizeof(float)) == 0);
       } else {
         DP_CHECK(gathered == nullptr);
       }
       samba_tensor_release(gathered);
     }
-  std::printf("rank %d: %s: %d replicas x batch %lld = one process at batch %lld; 3 modes x reduce_on_rdu "
-              "bit-identical\n",
-              g_rank, name, g_world, static_cast<long long>(kBatch), static_cast<long long>(kBatch * g_world));
+  std::printf(
+      "rank %d: %s: %d replicas x batch %lld = one process at batch %lld; 3 modes x reduce_on_rdu "
+      "bit-identical\n",
+      g_rank, name, g_world, static_cast<long long>(kBatch),
+      static_cast<long long>(kBatch * g_world));
 }
 
 // measure_performance of a data-parallel run reports the job's throughput.
@@ -217,21 +227,22 @@ void bad_input() {
   DP_OK(trace(plain, "normal"));
   samba_run_options* ro = nullptr;
   DP_OK(samba_run_options_create(&ro));
-  DP_FAILS(samba_run_options_set_data_parallel(ro, 1, 1, "sideways"), SAMBA_ERR_INVALID_ARGUMENT, "sideways");
+  DP_FAILS(samba_run_options_set_data_parallel(ro, 1, 1, "sideways"), SAMBA_ERR_INVALID_ARGUMENT,
+           "sideways");
   DP_OK(samba_run_options_set_data_parallel(ro, 1, 1, "normal"));
   samba_tensor *x = nullptr, *y = nullptr;
   batch_of(false, 0, 0, kBatch, &x, &y);
   samba_tensor* in[2] = {x, y};
   samba_tensor* out = nullptr;
   size_t n = 0;
-  DP_FAILS(samba_session_run(plain.session, in, 2, nullptr, 0, ro, &out, 1, &n), SAMBA_ERR_INVALID_ARGUMENT,
-           "recompile");
+  DP_FAILS(samba_session_run(plain.session, in, 2, nullptr, 0, ro, &out, 1, &n),
+           SAMBA_ERR_INVALID_ARGUMENT, "recompile");
 
   // Compiled for another world size: refused at trace_graph, on every rank.
   Compiled other = compile(make_model(false, 0.0), false, kBatch, g_world + 1, "world");
   DP_FAILS(trace(other, "normal"), SAMBA_ERR_INVALID_ARGUMENT, "replicas; the job has");
-  DP_FAILS(samba_session_run(other.session, in, 2, nullptr, 0, ro, &out, 1, &n), SAMBA_ERR_INVALID_ARGUMENT,
-           "replicas; the job has");
+  DP_FAILS(samba_session_run(other.session, in, 2, nullptr, 0, ro, &out, 1, &n),
+           SAMBA_ERR_INVALID_ARGUMENT, "replicas; the job has");
 
   // The last rank compiles another model: every rank's trace_graph names it.
   const bool odd = g_rank == g_world - 1;
@@ -246,7 +257,8 @@ void bad_input() {
   samba_tensor* g = nullptr;
   if (g_rank == 0) {
     const auto t0 = std::chrono::steady_clock::now();
-    DP_FAILS(samba_session_gather_tensors_by_name(plain.session, &pname, 1, &g), SAMBA_ERR_TIMEOUT, "300 ms");
+    DP_FAILS(samba_session_gather_tensors_by_name(plain.session, &pname, 1, &g), SAMBA_ERR_TIMEOUT,
+             "300 ms");
     DP_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(800));
@@ -258,7 +270,8 @@ void bad_input() {
   samba_run_options_release(ro);
   samba_tensor_release(x);
   samba_tensor_release(y);
-  std::printf("rank %d: bad input refused: no REDUCE, world size, differing PEFs, timeout\n", g_rank);
+  std::printf("rank %d: bad input refused: no REDUCE, world size, differing PEFs, timeout\n",
+              g_rank);
 }
 
 int run_train() {
@@ -273,8 +286,8 @@ int run_train() {
   g_rank = rank;
   g_world = world;
   DP_CHECK(available == 1 && world >= 2 && distributed == 1);
-  DP_FAILS(samba_dist_init_with_comm(static_cast<int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD))), SAMBA_ERR_INVALID_STATE,
-           "already");
+  DP_FAILS(samba_dist_init_with_comm(static_cast<int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD))),
+           SAMBA_ERR_INVALID_STATE, "already");
   for (bool conv : {false, true})
     for (bool adamw : {false, true}) train_equivalence(conv, adamw);
   measure_global();
@@ -306,7 +319,8 @@ int run_abort() {
       std::strstr(samba_last_error_message(), "loss is NaN at step 7") && s < 10)
     std::printf("rank 0 saw the abort of rank 1 after %.2f s: %s\n", s, samba_last_error_message());
   else
-    std::printf("rank 0: unexpected %s after %.2f s: %s\n", samba_status_name(st), s, samba_last_error_message());
+    std::printf("rank 0: unexpected %s after %.2f s: %s\n", samba_status_name(st), s,
+                samba_last_error_message());
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::seconds(10));  // MPI_Abort of rank 1 ends the job
   return 1;

@@ -13,37 +13,39 @@
 
 inline int g_rank = 0;
 
-#define DP_CHECK(cond)                                                                              \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, __FILE__, \
-                   __LINE__, #cond, samba_last_error_message());                                    \
-      std::exit(1);                                                                                 \
-    }                                                                                               \
+#define DP_CHECK(cond)                                                                    \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s (last error: %s)\n", g_rank, \
+                   __FILE__, __LINE__, #cond, samba_last_error_message());                \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 #define DP_OK(call) DP_CHECK((call) == SAMBA_OK)
 // `call` must fail with `code` and a message containing `needle`.
-#define DP_FAILS(call, code, needle)                                                                      \
-  do {                                                                                                    \
-    const samba_status st_ = (call);                                                                      \
-    if (st_ != (code) || !std::strstr(samba_last_error_message(), needle)) {                              \
-      std::fprintf(stderr, "rank %d: %s:%d: %s gave %s '%s'; expected %s with '%s'\n", g_rank, __FILE__, \
-                   __LINE__, #call, samba_status_name(st_), samba_last_error_message(),                   \
-                   samba_status_name(code), needle);                                                      \
-      std::exit(1);                                                                                       \
-    }                                                                                                     \
+#define DP_FAILS(call, code, needle)                                                              \
+  do {                                                                                            \
+    const samba_status st_ = (call);                                                              \
+    if (st_ != (code) || !std::strstr(samba_last_error_message(), needle)) {                      \
+      std::fprintf(stderr, "rank %d: %s:%d: %s gave %s '%s'; expected %s with '%s'\n", g_rank,    \
+                   __FILE__, __LINE__, #call, samba_status_name(st_), samba_last_error_message(), \
+                   samba_status_name(code), needle);                                              \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
 // A float32 tensor named `name`, values from `seed` (a rank's own seed makes
 // each rank start differently, as random initialization would).
-inline samba_tensor* tensor_of(const char* name, std::vector<int64_t> shape, double seed, bool param) {
+inline samba_tensor* tensor_of(const char* name, std::vector<int64_t> shape, double seed,
+                               bool param) {
   samba_tensor* t = nullptr;
   DP_OK(samba_tensor_create(SAMBA_FLOAT32, shape.data(), shape.size(), &t));
   int64_t n = 0;
   DP_OK(samba_tensor_numel(t, &n));
   float* v = nullptr;
   DP_OK(samba_tensor_data(t, reinterpret_cast<void**>(&v)));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(0.4 * std::sin(0.77 * static_cast<double>(i) + seed));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(0.4 * std::sin(0.77 * static_cast<double>(i) + seed));
   DP_OK(samba_tensor_set_name(t, name));
   if (param) DP_OK(samba_tensor_set_requires_grad(t, 1));
   return t;
@@ -62,8 +64,8 @@ struct Model {
   std::vector<samba_tensor*> params;
 };
 
-inline samba_status model_fn(void* user, samba_tensor* const* in, size_t n_in, samba_tensor** out, size_t cap,
-                             size_t* n_out) {
+inline samba_status model_fn(void* user, samba_tensor* const* in, size_t n_in, samba_tensor** out,
+                             size_t cap, size_t* n_out) {
   auto* m = static_cast<Model*>(user);
   if (n_in != 2 || cap < 1) return SAMBA_ERR_INVALID_ARGUMENT;
   std::vector<samba_tensor*> tmp;
@@ -76,7 +78,9 @@ inline samba_status model_fn(void* user, samba_tensor* const* in, size_t n_in, s
   if (m->conv) {
     const int64_t one[2] = {1, 1};
     samba_tensor *c = nullptr, *r = nullptr, *f = nullptr;
-    if ((st = samba_conv2d(nullptr, in[0], m->params[0], m->params[1], one, 2, one, 2, one, 2, 1, &c))) return st;
+    if ((st = samba_conv2d(nullptr, in[0], m->params[0], m->params[1], one, 2, one, 2, one, 2, 1,
+                           &c)))
+      return st;
     keep(c);
     if ((st = samba_relu(nullptr, c, &r))) return st;
     keep(r);
@@ -110,19 +114,26 @@ inline Model make_model(bool conv, double seed, int64_t hidden = 32) {
   Model m;
   m.conv = conv;
   if (conv) {
-    m.params = {tensor_of("conv.weight", {4, 1, 3, 3}, seed, true), tensor_of("conv.bias", {4}, seed + 1, true),
-                tensor_of("fc.weight", {3, 4 * 8 * 8}, seed + 2, true), tensor_of("fc.bias", {3}, seed + 3, true)};
+    m.params = {tensor_of("conv.weight", {4, 1, 3, 3}, seed, true),
+                tensor_of("conv.bias", {4}, seed + 1, true),
+                tensor_of("fc.weight", {3, 4 * 8 * 8}, seed + 2, true),
+                tensor_of("fc.bias", {3}, seed + 3, true)};
   } else {
-    m.params = {tensor_of("fc0.weight", {hidden, 16}, seed, true),     tensor_of("fc0.bias", {hidden}, seed + 1, true),
-                tensor_of("fc1.weight", {hidden, hidden}, seed + 2, true), tensor_of("fc1.bias", {hidden}, seed + 3, true),
-                tensor_of("head.weight", {3, hidden}, seed + 4, true), tensor_of("head.bias", {3}, seed + 5, true)};
+    m.params = {tensor_of("fc0.weight", {hidden, 16}, seed, true),
+                tensor_of("fc0.bias", {hidden}, seed + 1, true),
+                tensor_of("fc1.weight", {hidden, hidden}, seed + 2, true),
+                tensor_of("fc1.bias", {hidden}, seed + 3, true),
+                tensor_of("head.weight", {3, hidden}, seed + 4, true),
+                tensor_of("head.bias", {3}, seed + 5, true)};
   }
   return m;
 }
 
 // Rows [first, first + batch) of the global data set of step `step`.
-inline void batch_of(bool conv, int64_t step, int64_t first, int64_t batch, samba_tensor** x, samba_tensor** y) {
-  std::vector<int64_t> shape = conv ? std::vector<int64_t>{batch, 1, 8, 8} : std::vector<int64_t>{batch, 16};
+inline void batch_of(bool conv, int64_t step, int64_t first, int64_t batch, samba_tensor** x,
+                     samba_tensor** y) {
+  std::vector<int64_t> shape =
+      conv ? std::vector<int64_t>{batch, 1, 8, 8} : std::vector<int64_t>{batch, 16};
   const int64_t row = conv ? 64 : 16;
   DP_OK(samba_tensor_create(SAMBA_FLOAT32, shape.data(), shape.size(), x));
   float* xv = nullptr;
@@ -134,7 +145,8 @@ inline void batch_of(bool conv, int64_t step, int64_t first, int64_t batch, samb
   for (int64_t i = 0; i < batch; ++i) {
     const int64_t g = first + i;
     for (int64_t j = 0; j < row; ++j)
-      xv[i * row + j] = static_cast<float>(std::cos(0.31 * static_cast<double>(g * row + j) + 0.17 * static_cast<double>(step)));
+      xv[i * row + j] = static_cast<float>(
+          std::cos(0.31 * static_cast<double>(g * row + j) + 0.17 * static_cast<double>(step)));
     yv[i] = (g * 7 + step) % 3;
   }
   DP_OK(samba_tensor_set_name(*x, "x"));

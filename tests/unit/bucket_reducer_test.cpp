@@ -4,6 +4,8 @@
 // size, staging gives the same bytes, and a peer's failure or a timeout
 // reaches the waiters instead of hanging them. (The MPI path itself runs
 // under mpirun: tests/mpi.) Runs under ThreadSanitizer (make tsan-concurrency).
+#include "engine/dist/bucket_reducer.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "engine/core/error.h"
-#include "engine/dist/bucket_reducer.h"
 
 namespace samba::dist {
 namespace {
@@ -34,7 +35,9 @@ class LoopbackCommunicator final : public Communicator {
     c->dtype = dtype;
     return c;
   }
-  std::unique_ptr<Collective> start_broadcast(void*, size_t, int) override { return std::make_unique<Pending>(); }
+  std::unique_ptr<Collective> start_broadcast(void*, size_t, int) override {
+    return std::make_unique<Pending>();
+  }
   std::unique_ptr<Collective> start_allgather(const void*, size_t, void*) override {
     return std::make_unique<Pending>();
   }
@@ -48,13 +51,15 @@ class LoopbackCommunicator final : public Communicator {
     if (++p.tests < 3) return false;
     if (!p.summed && p.data) {
       float* x = static_cast<float*>(p.data);
-      for (size_t i = 0; i < p.count; ++i) x[i] = x[i] + static_cast<float>(size_ - 1) * (x[i] + 1.0f);
+      for (size_t i = 0; i < p.count; ++i)
+        x[i] = x[i] + static_cast<float>(size_ - 1) * (x[i] + 1.0f);
       p.summed = true;
     }
     return true;
   }
   void check_peers() override {
-    if (peer_failed.load()) fail(Status::Cancelled, "rank 1 of {} failed and ended the job: out of memory", size_);
+    if (peer_failed.load())
+      fail(Status::Cancelled, "rank 1 of {} failed and ended the job: out of memory", size_);
   }
 
   std::mutex mu;
@@ -86,7 +91,8 @@ Buckets three_buckets() {
   Buckets b;
   for (int k = 0; k < 3; ++k) {
     std::vector<float> v(257 + 100 * k);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i) + static_cast<float>(k);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = 0.1f * static_cast<float>(i) + static_cast<float>(k);
     b.data.push_back(std::move(v));
   }
   return b;
@@ -116,7 +122,8 @@ TEST(BucketReducer, StartsInBucketOrderAndAveragesWhateverTheReadyOrder) {
     EXPECT_EQ(comm.started[k], b.data[k].data());
     for (size_t i = 0; i < b.data[k].size(); ++i) {
       const float x = before.data[k][i];
-      ASSERT_FLOAT_EQ(b.data[k][i], (x + 3.0f * (x + 1.0f)) / 4.0f) << "bucket " << k << " element " << i;
+      ASSERT_FLOAT_EQ(b.data[k][i], (x + 3.0f * (x + 1.0f)) / 4.0f)
+          << "bucket " << k << " element " << i;
     }
   }
 }
@@ -134,8 +141,11 @@ TEST(BucketReducer, StagedThroughHostBuffersGivesTheSameBytes) {
     rs.wait_all();
   }
   for (size_t k = 0; k < 3; ++k) {
-    EXPECT_EQ(std::memcmp(direct.data[k].data(), staged.data[k].data(), direct.data[k].size() * sizeof(float)), 0);
-    EXPECT_GT(staged.data[k][5], three_buckets().data[k][5] + 1.0f);  // reduced and copied back, 3 times
+    EXPECT_EQ(std::memcmp(direct.data[k].data(), staged.data[k].data(),
+                          direct.data[k].size() * sizeof(float)),
+              0);
+    EXPECT_GT(staged.data[k][5],
+              three_buckets().data[k][5] + 1.0f);  // reduced and copied back, 3 times
   }
 }
 
@@ -153,7 +163,9 @@ TEST(BucketReducer, APeerAbortReachesEveryWaiterAndStaysFailed) {
       try {
         r.wait(k);
       } catch (const Error& e) {
-        if (e.code() == Status::Cancelled && std::string(e.what()).find("rank 1") != std::string::npos) ++cancelled;
+        if (e.code() == Status::Cancelled &&
+            std::string(e.what()).find("rank 1") != std::string::npos)
+          ++cancelled;
       }
     });
   comm.peer_failed = true;

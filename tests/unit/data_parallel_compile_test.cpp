@@ -62,13 +62,17 @@ pef::ProgramDesc compile_dp(int32_t world, uint64_t bucket_bytes, bool clip = fa
   return compile_program({spec(net, clip)}, o);
 }
 
-std::string name_of(const pef::ProgramDesc& p, int32_t t) { return p.tensors[static_cast<size_t>(t)].name; }
+std::string name_of(const pef::ProgramDesc& p, int32_t t) {
+  return p.tensors[static_cast<size_t>(t)].name;
+}
 
 TEST(DataParallelCompile, ReduceComesAfterBackwardAndBeforeGradNormAndOpt) {
   const pef::ProgramDesc p = compile_dp(4, 0, /*clip=*/true);
   std::vector<pef::SectionType> order;
   for (const auto& c : p.schedule) order.push_back(p.sections[static_cast<size_t>(c.section)].type);
-  const auto at = [&](pef::SectionType t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
+  const auto at = [&](pef::SectionType t) {
+    return std::find(order.begin(), order.end(), t) - order.begin();
+  };
   ASSERT_LT(at(pef::SectionType::REDUCE), static_cast<std::ptrdiff_t>(order.size()));
   EXPECT_EQ(at(pef::SectionType::REDUCE), at(pef::SectionType::BCKWD) + 1);
   EXPECT_LT(at(pef::SectionType::REDUCE), at(pef::SectionType::GRADNORM));
@@ -134,19 +138,27 @@ TEST(DataParallelCompile, TheVerifierRefusesBucketsThatTouchOtherMemory) {
     return -1;
   };
   const std::vector<Lie> lies = {
-      {"bucket past the state area", [](pef::ProgramDesc& p) { p.data_parallel.buckets.back().nbytes += 1 << 20; },
+      {"bucket past the state area",
+       [](pef::ProgramDesc& p) { p.data_parallel.buckets.back().nbytes += 1 << 20; },
        "outside the DDR state area"},
       {"bucket offset overflows",
-       [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].arena_offset = ~uint64_t{0} - 8; }, "outside"},
+       [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].arena_offset = ~uint64_t{0} - 8; },
+       "outside"},
       {"a parameter in a bucket",
-       [&](pef::ProgramDesc& p) { p.data_parallel.buckets[0].gradients[0] = param_index(p); }, "not a gradient"},
-      {"a gradient index out of range", [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].gradients[0] = 100000; },
+       [&](pef::ProgramDesc& p) { p.data_parallel.buckets[0].gradients[0] = param_index(p); },
+       "not a gradient"},
+      {"a gradient index out of range",
+       [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].gradients[0] = 100000; },
        "out of range"},
-      {"a gradient in no bucket", [](pef::ProgramDesc& p) { p.data_parallel.buckets.pop_back(); }, "in no bucket"},
+      {"a gradient in no bucket", [](pef::ProgramDesc& p) { p.data_parallel.buckets.pop_back(); },
+       "in no bucket"},
       {"a gradient in two buckets",
-       [](pef::ProgramDesc& p) { p.data_parallel.buckets[1].gradients.push_back(p.data_parallel.buckets[0].gradients[0]); },
+       [](pef::ProgramDesc& p) {
+         p.data_parallel.buckets[1].gradients.push_back(p.data_parallel.buckets[0].gradients[0]);
+       },
        "offset"},
-      {"bucket bigger than its gradients", [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].nbytes += 4; },
+      {"bucket bigger than its gradients",
+       [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].nbytes += 4; },
        "its last gradient ends"},
       {"bucket dtype", [](pef::ProgramDesc& p) { p.data_parallel.buckets[0].dtype = DType::Int64; },
        "not float32 or float64"},
@@ -160,7 +172,8 @@ TEST(DataParallelCompile, TheVerifierRefusesBucketsThatTouchOtherMemory) {
            if (s.type == pef::SectionType::REDUCE) s.kernels.push_back(k);
        },
        "has no kernels"},
-      {"REDUCE without data parallel", [](pef::ProgramDesc& p) { p.data_parallel = {}; }, "not data parallel"},
+      {"REDUCE without data parallel", [](pef::ProgramDesc& p) { p.data_parallel = {}; },
+       "not data parallel"},
       {"world size", [](pef::ProgramDesc& p) { p.data_parallel.world_size = -3; }, "world size -3"},
   };
   for (const Lie& lie : lies) {
@@ -171,7 +184,8 @@ TEST(DataParallelCompile, TheVerifierRefusesBucketsThatTouchOtherMemory) {
       ADD_FAILURE() << lie.what << ": accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), Status::CorruptFile) << lie.what;
-      EXPECT_NE(std::string(e.what()).find(lie.expected), std::string::npos) << lie.what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(lie.expected), std::string::npos)
+          << lie.what << ": " << e.what();
     }
   }
 }
