@@ -13,6 +13,8 @@
 #                  (what CI runs: builds only their targets, in build-tsan/)
 #   make demo      build examples/c/resffn_logreg, compile it to a PEF, train it on the digits
 #   make bench     build and run the benchmarks (bench/run.sh)
+#   make bench-dist  the data-parallel benchmark under mpirun (2 ranks) and the
+#                  scaling model calibrated on it (bench/dist, docs/DISTRIBUTED.md)
 #   make bench-peers  Samba's end-to-end benchmarks beside PyTorch, JAX and ONNX Runtime
 #                  (bench/peers/run_peers.sh: installs the peers into bench/.venv;
 #                  PEERS_ARGS=--gpt2-only for GPT-2 alone)
@@ -39,7 +41,7 @@ FUZZ_CI_TARGETS := pef_fuzz pef_run_fuzz checkpoint_fuzz safetensors_fuzz
 SAN_FLAGS  := -DCMAKE_BUILD_TYPE=Debug -DSAMBA_BUILD_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
               -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1"
 
-.PHONY: all setup configure build test asan tsan tsan-concurrency fuzz fuzz-ci fuzz-build demo bench bench-peers docs install clean format
+.PHONY: all setup configure build test asan tsan tsan-concurrency fuzz fuzz-ci fuzz-build demo bench bench-dist bench-peers docs install clean format
 
 all: build
 
@@ -100,8 +102,8 @@ fuzz-ci: fuzz-build
 # per-thread buffers, the C ABI's batch loader (samba_loader's background
 # thread). The whole suite under TSan would not fit CI's budget on 2 cores.
 # TSAN_OPTIONS' suppressions: tests/tsan.supp says why each is there.
-TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test
-TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler)\.|^capi\.pinned_loader_test$$
+TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test bucket_reducer_test
+TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler|BucketReducer)\.|^capi\.pinned_loader_test$$
 tsan-concurrency: setup
 	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
@@ -128,6 +130,13 @@ bench: setup
 	cmake -S . -B $(BUILD) -DSAMBA_BUILD_BENCH=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	bash bench/run.sh $(BUILD)
+
+# Builds only the data-parallel benchmark (it needs MPI: libopenmpi-dev).
+bench-dist: setup
+	$(MAKE) configure
+	cmake -S . -B $(BUILD) -DSAMBA_BUILD_BENCH=ON
+	cmake --build $(BUILD) -j $(JOBS) --target samba dist_bench
+	bash bench/dist/run_dist_bench.sh $(BUILD)
 
 # Needs the network (PyPI) on its first run; nothing else depends on it.
 # PEERS_ARGS=--gpt2-only runs only the GPT-2 benchmarks; --no-gpt2 leaves them out.

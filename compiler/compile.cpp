@@ -125,6 +125,14 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
     g = run_passes(std::move(g), level.passes);
     cg.kernels = form_kernels(g, level.fuse_elementwise);
     cg.sections = cut_sections(cg.kernels);
+    if (opts.data_parallel_world_size > 0) {
+      SAMBA_CHECK(
+          !spec.inference, Status::InvalidArgument,
+          "compile: graph '{}' is an inference compile; data parallel averages training gradients "
+          "(compile for training, or without data parallel)",
+          spec.name);
+      add_reduce_section(cg.sections);
+    }
     log::debug("compile: graph '{}': {} nodes, {} kernels, {} sections", g.name, g.nodes.size(),
                cg.kernels.size(), cg.sections.size());
   }

@@ -40,6 +40,10 @@ struct CompileOptions {
   // the PEF, so it runs without the app's tensors (pure inference loads).
   bool embed_weights = true;
   std::vector<std::pair<std::string, std::string>> metadata;
+  // Data parallel (--data-parallel -ws N): the replicas the PEF is for (0:
+  // not data parallel) and the REDUCE section's bucket size (0: 25 MiB).
+  int32_t data_parallel_world_size = 0;
+  uint64_t data_parallel_bucket_bytes = 0;
 };
 
 // One graph after compilation, kept for tests, dumps and the runtime's

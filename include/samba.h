@@ -43,6 +43,7 @@
 #include "samba/pinned.h"
 #include "samba/loader.h"
 #include "samba/onnx.h"
+#include "samba/dist.h"
 /* One typed function per registry op (samba_conv2d, samba_max_pool2d, ...),
  * generated at build time from the op registry and installed beside the
  * parts above. */

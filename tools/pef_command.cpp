@@ -71,6 +71,17 @@ std::string summary(const std::string& path, uint64_t file_bytes, const ProgramD
                    human_bytes(p.memory.arena_bytes[0]), human_bytes(p.memory.arena_bytes[1]),
                    human_bytes(p.memory.arena_bytes[2]), human_bytes(p.memory.peak_bytes),
                    human_bytes(p.memory.lower_bound_bytes)));
+  if (p.data_parallel.world_size > 0) {
+    // One line per bucket under the key, as the graphs above.
+    std::string dp = format_data_parallel(p);
+    bool first = true;
+    for (size_t at = 0; at < dp.size();) {
+      const size_t nl = dp.find('\n', at);
+      line(first ? "data parallel" : "", dp.substr(at, nl - at));
+      first = false;
+      at = nl + 1;
+    }
+  }
   line("metadata", fmt::format("{} entries", p.metadata.size()));
   return s;
 }

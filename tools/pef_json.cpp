@@ -140,6 +140,18 @@ json program_json(const ProgramDesc& p) {
                    {"HOST", p.memory.arena_bytes[2]}}},
                  {"peak_bytes", p.memory.peak_bytes},
                  {"lower_bound_bytes", p.memory.lower_bound_bytes}};
+  if (p.data_parallel.world_size > 0) {
+    json buckets = json::array();
+    for (const auto& b : p.data_parallel.buckets)
+      buckets.push_back({{"mem", std::string(mem_type_name(b.mem))},
+                         {"dtype", std::string(dtype_name(b.dtype))},
+                         {"arena_offset", b.arena_offset},
+                         {"nbytes", b.nbytes},
+                         {"gradients", b.gradients}});
+    j["data_parallel"] = {{"world_size", p.data_parallel.world_size},
+                          {"bucket_bytes", p.data_parallel.bucket_bytes},
+                          {"buckets", buckets}};
+  }
   json metadata = json::object();
   for (const auto& [k, v] : p.metadata) metadata[k] = v;
   j["metadata"] = metadata;

@@ -2,16 +2,15 @@
 // the boundary that turns C++ exceptions into status codes.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <new>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string_view>
-#include <vector>
-
-#include <mutex>
 #include <unordered_map>
-
-#include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 #include "compiler/compile.h"
 #include "engine/core/error.h"
@@ -22,6 +21,7 @@
 // written by a program linked from these very files.
 #include "samba/compile.h"
 #include "samba/core.h"
+#include "samba/dist.h"
 #include "samba/lazy.h"
 #include "samba/loader.h"
 #include "samba/onnx.h"
@@ -36,6 +36,9 @@ struct samba_session {
   samba::Session impl;
   mutable std::mutex mu;  // guards graphs
   std::vector<samba::compiler::GraphSpec> graphs;  // add_graph, for compile_multigraph
+  // trace_graph's data_parallel_mode: runs that name none use it.
+  std::atomic<samba::runtime::DataParallelMode> data_parallel_mode{
+      samba::runtime::DataParallelMode::Normal};
 };
 struct samba_optimizer {
   samba::compiler::OptimizerSpec spec;
@@ -57,13 +60,14 @@ struct samba_graph {
 };
 struct samba_run_options {
   samba::runtime::RunRequest request;  // everything but inputs and outputs
-  bool data_parallel = false;
+  bool mode_given = false;             // else the trace options' mode
 };
 struct samba_trace_options {
   bool init_output_grads = true;
   bool transfer_device = true;
   std::vector<std::string> unspecified_grads;
   std::vector<std::pair<std::string, samba::Tensor>> custom_grads;
+  samba::runtime::DataParallelMode data_parallel_mode = samba::runtime::DataParallelMode::Normal;
 };
 struct samba_session_options {
   samba::SessionOptions impl;
@@ -114,6 +118,18 @@ T** out_param(T** p, const char* what) {
 }
 
 DType checked_dtype(samba_dtype d, const char* what);
+
+// The tensor roles (a mask of 1 << pef::TensorRole) of SAMBA_TRANSFER_*
+// kinds; InvalidArgument for other bits.
+uint32_t transfer_roles(uint32_t what);
+
+// `n` names from a C array (each required); `what` names the array.
+std::vector<std::string> names_of(const char* const* names, size_t n, const char* what);
+
+// Under MPI (a job of several ranks), after a PEF is loaded: checks every
+// rank loaded the same program for this world size, then gives every rank
+// rank 0's parameters, buffers and optimizer state. A no-op otherwise.
+void join_replicas(samba::runtime::Runtime& rt);
 Dims checked_dims(const int64_t* shape, size_t ndim, const char* what);
 
 // Fails with OutOfRange unless `v` converts to `dt` without undefined

@@ -35,6 +35,22 @@ uint32_t state_dict_roles_of(uint32_t what) {
   return roles_of(what) & ~(1u << static_cast<unsigned>(pef::TensorRole::Gradient));
 }
 
+}  // namespace
+
+uint32_t samba::capi::transfer_roles(uint32_t what) { return roles_of(what); }
+
+std::vector<std::string> samba::capi::names_of(const char* const* names, size_t n, const char* what) {
+  if (n) require(names, what);
+  std::vector<std::string> v;
+  for (size_t i = 0; i < n; ++i) {
+    SAMBA_CHECK(names[i], Status::NullPointer, "{}[{}] is NULL", what, i);
+    v.emplace_back(names[i]);
+  }
+  return v;
+}
+
+namespace {
+
 bool selected(uint32_t roles, pef::TensorRole r) { return (roles >> static_cast<unsigned>(r)) & 1u; }
 
 // Copies device values into the host tensor `t` (and its grad).

@@ -80,6 +80,24 @@ samba_status samba_loader_options_set_num_batches(samba_loader_options* o, int64
   });
 }
 
+samba_status samba_loader_options_set_shard(samba_loader_options* o, int32_t rank, int32_t world_size) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    SAMBA_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, Status::InvalidArgument,
+                "loader shard: rank {} of world size {}; expected 0 <= rank < world_size, world_size >= 1", rank,
+                world_size);
+    o->impl.shard_rank = rank;
+    o->impl.shard_count = world_size;
+  });
+}
+
+samba_status samba_loader_options_set_shuffle_seed(samba_loader_options* o, uint64_t seed) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    o->impl.shuffle_seed = seed;
+  });
+}
+
 void samba_loader_options_release(samba_loader_options* o) { delete o; }
 
 samba_status samba_loader_create(const char* const* names, size_t n_names, samba_loader_produce_fn produce,

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "bindings/c/capi.h"
+#include "engine/dist/communicator.h"
 #include "engine/ops/autograd.h"
 
 using namespace samba;
@@ -50,7 +51,17 @@ void measure(runtime::Runtime& rt, const runtime::RunRequest& first, const runti
     rt.run(r);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
   }
-  const double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (r.data_parallel) {
+    // Global throughput: every rank's batch, over the slowest rank's time
+    // (the ranks step in lockstep; the slowest bounds the job).
+    dist::Communicator& comm = dist::require_world("measure_performance: data_parallel");
+    std::vector<double> all(static_cast<size_t>(comm.size()));
+    auto c = comm.start_allgather(&total_s, sizeof total_s, all.data());
+    dist::wait(comm, *c, "measure_performance: gathering the ranks' times");
+    total_s = *std::max_element(all.begin(), all.end());
+    batch *= comm.size();
+  }
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double q) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))]; };
@@ -69,8 +80,6 @@ void measure(runtime::Runtime& rt, const runtime::RunRequest& first, const runti
 runtime::RunRequest request_of(samba_tensor* const* inputs, size_t n_inputs, const samba_run_options* opts) {
   runtime::RunRequest r;
   if (opts) {
-    SAMBA_CHECK(!opts->data_parallel, Status::Unsupported,
-                "measure: data parallel runs need several devices; a session emulates one");
     r = opts->request;
   }
   if (n_inputs) require(inputs, "inputs");

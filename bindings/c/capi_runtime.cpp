@@ -214,11 +214,7 @@ samba_status samba_trace_options_set_data_parallel_mode(samba_trace_options* o, 
   return SAMBA_GUARDED({
     require(o, "opts");
     require(mode, "mode");
-    const std::string_view m = mode;
-    SAMBA_CHECK(m == "normal" || m == "inorder" || m == "optimal", Status::InvalidArgument,
-                "data_parallel_mode '{}' is unknown; expected 'normal', 'inorder' or 'optimal'", m);
-    SAMBA_CHECK(m == "normal", Status::Unsupported,
-                "data_parallel_mode '{}' needs several devices; a session emulates one (use 'normal')", m);
+    o->data_parallel_mode = runtime::data_parallel_mode_from_name(mode);
   });
 }
 
@@ -266,6 +262,8 @@ samba_status samba_session_trace_graph(samba_session* s, samba_model_fn model, v
       transfer_registered(*rt, hosts);
       for (const auto& [name, v] : grads) rt->write(name, v);
     }
+    s->data_parallel_mode.store(o.data_parallel_mode);
+    join_replicas(*rt);
     if (s->impl.pinned_memory()) {
       // Inputs and output gradients are fast access, as SambaFlow marks them.
       const auto& d = rt->program().desc();
@@ -325,6 +323,7 @@ samba_status samba_session_init_multigraph_runtime(samba_session* s, const char*
     pef::ProgramDesc p = read_profiled(s->impl, pef_path);
     s->impl.load(std::move(p), pef_path);
     auto rt = s->impl.require_runtime("init_multigraph_runtime");
+    join_replicas(*rt);
     if (!transfer_device) return;
     transfer_registered(*rt, s->impl.registered_tensors());
     const auto& d = rt->program().desc();
@@ -451,7 +450,12 @@ samba_status samba_run_options_set_data_parallel(samba_run_options* o, int32_t e
                                                  const char* mode) {
   return SAMBA_GUARDED({
     require(o, "opts");
-    o->data_parallel = enable != 0 || reduce_on_rdu != 0 || (mode && std::string_view(mode) != "normal");
+    const auto m =
+        mode ? runtime::data_parallel_mode_from_name(mode) : runtime::DataParallelMode::Normal;
+    o->request.data_parallel = enable != 0;
+    o->request.reduce_on_rdu = reduce_on_rdu != 0;
+    o->request.data_parallel_mode = m;
+    o->mode_given = mode != nullptr;
   });
 }
 
@@ -467,11 +471,9 @@ samba_status samba_session_run(samba_session* s, samba_tensor* const* inputs, si
     if (capacity) require(outputs, "outputs");
     static const samba_run_options kDefaults;
     const samba_run_options& o = opts ? *opts : kDefaults;
-    SAMBA_CHECK(!o.data_parallel, Status::Unsupported,
-                "run: data parallel training needs several devices; a session emulates one (run without "
-                "data_parallel)");
     auto rt = s->impl.require_runtime("run");
     runtime::RunRequest r = o.request;
+    if (!o.mode_given) r.data_parallel_mode = s->data_parallel_mode.load();
     if (n_inputs) require(inputs, "inputs");
     for (size_t i = 0; i < n_inputs; ++i) {
       SAMBA_CHECK(inputs[i], Status::NullPointer, "inputs[{}] is NULL", i);

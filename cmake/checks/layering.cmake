@@ -11,6 +11,7 @@
 #   engine/ops                           the op registry, its families and autograd
 #   engine/pef                           program.h, writer, reader and verifier
 #   engine/checkpoint  engine/profile    checkpoint files | the profiler and its reports
+#   engine/dist                          the MPI communicator and the REDUCE buckets' all-reduce thread
 #   engine/runtime                       program, device, execution, session
 #   engine/loader  engine/onnx           the batch loader | the ONNX importer
 #   compiler                             depends on engine, never the reverse
@@ -27,6 +28,7 @@ set(layers
   "engine/ops"
   "engine/pef"
   "engine/checkpoint engine/profile"
+  "engine/dist"
   "engine/runtime"
   "engine/loader engine/onnx"
   "compiler"

@@ -52,7 +52,8 @@ class Lowering {
     std::vector<PlanInput> plan_in;
     for (const CompiledGraph& cg : graphs_)
       plan_in.push_back({&cg.graph, &cg.kernels, &cg.sections});
-    plan_ = plan_memory(plan_in, opts_.io_host_memory);
+    const bool data_parallel = opts_.data_parallel_world_size > 0;
+    plan_ = plan_memory(plan_in, opts_.io_host_memory, data_parallel);
     for (int m = 0; m < pef::kNumMemTypes; ++m) {
       p_.memory.arena_bytes[m] = plan_.arena_bytes[m];
       p_.memory.activation_bytes[m] = plan_.activation_bytes[m];
@@ -62,6 +63,7 @@ class Lowering {
 
     tensor_of_.resize(graphs_.size());
     for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_tensors(gi);
+    if (data_parallel) lower_buckets();
     for (size_t gi = 0; gi < graphs_.size(); ++gi) lower_graph(gi);
     return std::move(p_);
   }
@@ -238,6 +240,42 @@ class Lowering {
     return kd;
   }
 
+  // Cuts the gradients, in the order backward finishes them (the memory
+  // plan laid them out so), into buckets of about bucket_bytes: a bucket
+  // closes before the gradient that would take it past the size (a larger
+  // gradient is a bucket of its own), or that has another dtype or memory
+  // type.
+  void lower_buckets() {
+    constexpr uint64_t kDefaultBucketBytes = uint64_t{25} << 20;
+    pef::DataParallelDesc& dp = p_.data_parallel;
+    dp.world_size = opts_.data_parallel_world_size;
+    dp.bucket_bytes =
+        opts_.data_parallel_bucket_bytes ? opts_.data_parallel_bucket_bytes : kDefaultBucketBytes;
+    for (const auto& [gi, v] : plan_.gradient_order) {
+      const int32_t t = tensor_of_[gi][v];
+      const pef::TensorDesc& td = p_.tensors[static_cast<size_t>(t)];
+      SAMBA_CHECK(
+          td.dtype == DType::Float32 || td.dtype == DType::Float64, Status::Unsupported,
+          "compile: data parallel averages float32 and float64 gradients; the gradient '{}' is {} "
+          "(train that parameter in float32)",
+          td.name, dtype_name(td.dtype));
+      const bool fits =
+          !dp.buckets.empty() && dp.buckets.back().dtype == td.dtype &&
+          dp.buckets.back().mem == td.mem &&
+          td.arena_offset + td.nbytes - dp.buckets.back().arena_offset <= dp.bucket_bytes;
+      if (!fits) {
+        pef::ReduceBucketDesc b;
+        b.mem = td.mem;
+        b.dtype = td.dtype;
+        b.arena_offset = td.arena_offset;
+        dp.buckets.push_back(std::move(b));
+      }
+      pef::ReduceBucketDesc& b = dp.buckets.back();
+      b.gradients.push_back(t);
+      b.nbytes = td.arena_offset + td.nbytes - b.arena_offset;
+    }
+  }
+
   void lower_graph(size_t gi) {
     const CompiledGraph& cg = graphs_[gi];
     const Graph& g = cg.graph;
@@ -296,6 +334,13 @@ class Lowering {
           }
         }
       }
+      if (sp.type == pef::SectionType::REDUCE)
+        for (const auto& b : p_.data_parallel.buckets)
+          for (int32_t t : b.gradients)
+            if (value_of_tensor[static_cast<size_t>(t)] != kNone) {
+              sd.reads.push_back(t);
+              sd.writes.push_back(t);
+            }
       gd.sections.push_back(sd.id);
       p_.schedule.push_back({static_cast<int32_t>(p_.schedule.size()), sd.id});
       p_.sections.push_back(std::move(sd));

@@ -63,7 +63,8 @@ uint64_t place_intermediates(std::vector<Interval>& items, uint64_t base, Memory
 
 }  // namespace
 
-MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory) {
+MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory,
+                       bool gradients_first) {
   MemoryPlan plan;
   struct Member {
     size_t graph;
@@ -72,6 +73,8 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
   std::map<std::string, std::vector<Member>> regions;  // ordered: a deterministic layout
   std::vector<Interval> transient[pef::kNumMemTypes];
   int32_t step = 0;
+  // Gradients by the step of their last write (backward's end for them).
+  std::vector<std::pair<int32_t, std::string>> gradient_keys;
 
   for (size_t gi = 0; gi < inputs.size(); ++gi) {
     const Graph& g = *inputs[gi].graph;
@@ -95,7 +98,7 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
 
     // Lifetimes of roots: first write and last read, in steps; whether any
     // use is in another section than the definition.
-    std::vector<int32_t> first(nv, -1), last(nv, -1), def_section(nv, -1);
+    std::vector<int32_t> first(nv, -1), last(nv, -1), def_section(nv, -1), last_write(nv, -1);
     std::vector<bool> crosses(nv, false);
     for (size_t k = 0; k < kernels.size(); ++k) {
       const int32_t st = step_of_kernel[k], sec = section_of_kernel[k];
@@ -105,6 +108,8 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
           const ValueId r = g.root(v);
           if (first[r] < 0) first[r] = st, def_section[r] = sec;
           last[r] = std::max(last[r], st);
+          if (!read && kernels[k].phase == Phase::Backward)
+            last_write[r] = std::max(last_write[r], st);
           if (read && def_section[r] != sec) crosses[r] = true;
         };
         for (ValueId o : n.outputs) touch(o, false);
@@ -135,13 +140,38 @@ MemoryPlan plan_memory(const std::vector<PlanInput>& inputs, bool io_host_memory
                                     ? fmt::format("{}/{}", gi, v.name)
                                     : (v.region.empty() ? v.name : v.region);
         regions[key].push_back({gi, v.id});
+        if (gradients_first && v.kind == ValueKind::Gradient && regions[key].size() == 1) {
+          gradient_keys.emplace_back(last_write[v.id], key);
+          plan.gradient_order.emplace_back(gi, static_cast<ValueId>(v.id));
+        }
       }
     }
   }
 
+  // Gradients first, in production order (stable: ties keep their value
+  // order), then every other region in name order.
+  std::vector<size_t> by_production(gradient_keys.size());
+  for (size_t i = 0; i < by_production.size(); ++i) by_production[i] = i;
+  std::stable_sort(by_production.begin(), by_production.end(), [&](size_t a, size_t b) {
+    return gradient_keys[a].first < gradient_keys[b].first;
+  });
+  std::vector<std::pair<size_t, ValueId>> gradient_order;
+  std::vector<const std::pair<const std::string, std::vector<Member>>*> ordered;
+  for (size_t i : by_production) {
+    ordered.push_back(&*regions.find(gradient_keys[i].second));
+    gradient_order.push_back(plan.gradient_order[i]);
+  }
+  plan.gradient_order = std::move(gradient_order);
+  for (const auto& entry : regions)
+    if (std::find(ordered.begin(),
+                  ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()),
+                  &entry) == ordered.begin() + static_cast<std::ptrdiff_t>(gradient_keys.size()))
+      ordered.push_back(&entry);
+
   uint64_t persistent_total = 0;
   uint64_t state_cursor[pef::kNumMemTypes] = {0, 0, 0}, act_cursor[pef::kNumMemTypes] = {0, 0, 0};
-  for (const auto& [key, members] : regions) {
+  for (const auto* entry : ordered) {
+    const auto& [key, members] = *entry;
     const Member lead = members[0];
     const pef::MemType mem = plan.graphs[lead.graph].mem[lead.value];
     uint64_t bytes = 0;

@@ -32,6 +32,11 @@ struct MemoryPlan {
   uint64_t activation_bytes[pef::kNumMemTypes] = {0, 0, 0};  // activation area
   uint64_t peak_bytes = 0;
   uint64_t lower_bound_bytes = 0;
+  // With gradients_first: every graph's gradients (graph, value), in the
+  // order backward finishes writing them, laid out in that order at the
+  // start of their memory type's state area, so any run of them is one
+  // contiguous range (a data-parallel REDUCE bucket).
+  std::vector<std::pair<size_t, ValueId>> gradient_order;
 };
 
 struct PlanInput {
@@ -43,6 +48,7 @@ struct PlanInput {
 // Plans the graphs of one program together: their sections run one after the
 // other in the given order, and persistent values with the same name (or
 // region) in several graphs are one block.
-MemoryPlan plan_memory(const std::vector<PlanInput>& graphs, bool io_host_memory);
+MemoryPlan plan_memory(const std::vector<PlanInput>& graphs, bool io_host_memory,
+                       bool gradients_first = false);
 
 }  // namespace samba::compiler

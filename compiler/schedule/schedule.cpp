@@ -56,4 +56,13 @@ std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels) {
   return sections;
 }
 
+void add_reduce_section(std::vector<SectionPlan>& sections) {
+  for (size_t i = 0; i < sections.size(); ++i)
+    if (sections[i].type == pef::SectionType::BCKWD) {
+      sections.insert(sections.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                      SectionPlan{pef::SectionType::REDUCE, {}});
+      return;
+    }
+}
+
 }  // namespace samba::compiler

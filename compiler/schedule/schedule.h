@@ -27,4 +27,10 @@ struct SectionPlan {
 // inference graph has only FWD).
 std::vector<SectionPlan> cut_sections(const std::vector<Kernel>& kernels);
 
+// Data parallel: a REDUCE section (no kernels: the runtime all-reduces the
+// gradient buckets) right after BCKWD, so GRADNORM clips, and OPT applies,
+// the gradient averaged over the replicas, as one process at the whole
+// batch would. Nothing without a BCKWD section.
+void add_reduce_section(std::vector<SectionPlan>& sections);
+
 }  // namespace samba::compiler

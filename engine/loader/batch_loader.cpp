@@ -1,5 +1,8 @@
 #include "engine/loader/batch_loader.h"
 
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <unordered_set>
 
 #include "engine/memory/pinned_pool.h"
@@ -21,6 +24,14 @@ BatchLoader::BatchLoader(std::vector<std::string> names, Producer producer, Opti
               options_.timeout.count());
   SAMBA_CHECK(options_.num_batches >= -1, Status::InvalidArgument, "loader: num_batches must be >= -1, got {}",
               options_.num_batches);
+  SAMBA_CHECK(options_.shard_count >= 1 && options_.shard_rank >= 0 && options_.shard_rank < options_.shard_count,
+              Status::InvalidArgument, "loader: shard rank {} of world size {}; expected 0 <= rank < world size >= 1",
+              options_.shard_rank, options_.shard_count);
+  SAMBA_CHECK(options_.num_batches >= 0 || (options_.shard_count == 1 && !options_.shuffle_seed),
+              Status::InvalidArgument,
+              "loader: sharding over {} ranks{} needs num_batches (the epoch's global batch count), so that every "
+              "rank gets the same number of batches; set it with samba_loader_options_set_num_batches",
+              options_.shard_count, options_.shuffle_seed ? " and shuffling" : "");
   start();
 }
 
@@ -52,6 +63,26 @@ void BatchLoader::reset() {
   start();
 }
 
+int64_t BatchLoader::batches_per_epoch() const {
+  return options_.num_batches < 0 ? -1 : options_.num_batches / options_.shard_count;
+}
+
+std::vector<int64_t> BatchLoader::epoch_order(uint64_t epoch) const {
+  const int64_t local = batches_per_epoch();
+  if (local < 0) return {};
+  std::vector<int64_t> global(static_cast<size_t>(options_.num_batches));
+  std::iota(global.begin(), global.end(), int64_t{0});
+  if (options_.shuffle_seed) {
+    // mt19937_64 and this Fisher-Yates are fully specified (std::shuffle's
+    // algorithm is not), so ranks built by different compilers agree.
+    std::mt19937_64 rng(*options_.shuffle_seed ^ (epoch * 0x9E3779B97F4A7C15ull));
+    for (size_t i = global.size(); i > 1; --i) std::swap(global[i - 1], global[rng() % i]);
+  }
+  std::vector<int64_t> mine(static_cast<size_t>(local));
+  for (int64_t j = 0; j < local; ++j) mine[j] = global[j * options_.shard_count + options_.shard_rank];
+  return mine;
+}
+
 std::vector<Tensor> BatchLoader::to_pinned(std::vector<Tensor> batch, int64_t index) const {
   SAMBA_CHECK(batch.size() == names_.size(), Status::InvalidArgument,
               "loader: batch {} has {} tensors; expected {} (one per name)", index, batch.size(), names_.size());
@@ -70,19 +101,22 @@ std::vector<Tensor> BatchLoader::to_pinned(std::vector<Tensor> batch, int64_t in
 }
 
 void BatchLoader::run(uint64_t epoch) {
-  for (int64_t index = 0;; ++index) {
+  const std::vector<int64_t> order = epoch_order(epoch);
+  const int64_t limit = batches_per_epoch();
+  for (int64_t local = 0;; ++local) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait(lock, [&] {
         return stopping_ || static_cast<int>(ready_.size()) < options_.max_prefetch;
       });
       if (stopping_ || epoch != epoch_) return;
-      if (options_.num_batches >= 0 && index >= options_.num_batches) {
+      if (limit >= 0 && local >= limit) {
         ended_ = true;
         changed_.notify_all();
         return;
       }
     }
+    const int64_t index = order.empty() ? local : order[static_cast<size_t>(local)];
     std::optional<std::vector<Tensor>> batch;
     std::optional<Error> failure;
     try {

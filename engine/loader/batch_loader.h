@@ -34,6 +34,15 @@ class BatchLoader {
     int max_prefetch = 2;
     std::chrono::milliseconds timeout{60000};
     int64_t num_batches = -1;  // -1: until the producer says end
+    // A distributed sampler's share: this rank takes the epoch's batches
+    // shard_rank, shard_rank + shard_count, ... of the global order, and
+    // every rank the same num_batches / shard_count of them (the remainder
+    // is dropped), so replicas step in lockstep through a collective.
+    int32_t shard_rank = 0;
+    int32_t shard_count = 1;
+    // The epoch's global order is a permutation of 0..num_batches-1 drawn
+    // from (seed, epoch): the same on every rank given the same seed.
+    std::optional<uint64_t> shuffle_seed;
   };
 
   BatchLoader(std::vector<std::string> names, Producer producer, Options options);
@@ -45,13 +54,18 @@ class BatchLoader {
   // The next batch (pinned, fast_access, named), or nullopt at the end.
   // Throws the producer's error (again on every later call), or Timeout.
   std::optional<std::vector<Tensor>> next();
-  // Back to batch 0: stops the thread, drops prepared batches, starts again.
+  // Back to batch 0 of a new epoch (a new shuffle): stops the thread, drops
+  // prepared batches, starts again.
   void reset();
+  // How many batches an epoch gives this rank (-1: until the producer ends).
+  int64_t batches_per_epoch() const;
 
  private:
   void start();
   void stop();
   void run(uint64_t epoch);
+  // The producer's index of this rank's `local`-th batch of the epoch.
+  std::vector<int64_t> epoch_order(uint64_t epoch) const;
   std::vector<Tensor> to_pinned(std::vector<Tensor> batch, int64_t index) const;
 
   const std::vector<std::string> names_;

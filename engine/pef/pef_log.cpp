@@ -42,6 +42,10 @@ class LogWriter {
     argins();
     tensors();
     memory();
+    if (p_.data_parallel.world_size > 0) {
+      title("data parallel");
+      fmt::format_to(out_, "{}", format_data_parallel(p_));
+    }
     metadata();
     return std::move(text_);
   }
@@ -281,6 +285,32 @@ std::string human_bytes(uint64_t n) {
     ++u;
   }
   return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+std::string format_data_parallel(const ProgramDesc& p) {
+  const DataParallelDesc& dp = p.data_parallel;
+  if (dp.world_size == 0) return {};
+  std::vector<std::string> reduce;
+  for (const auto& sd : p.sections)
+    if (sd.type == SectionType::REDUCE)
+      reduce.push_back(fmt::format("'{}' (id {})", sd.name, sd.id));
+  std::string s = fmt::format(
+      "world size {}, REDUCE {}, {} buckets of up to {} (mean over the replicas)\n", dp.world_size,
+      reduce.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(reduce, ", ")),
+      dp.buckets.size(), human_bytes(dp.bucket_bytes));
+  for (size_t b = 0; b < dp.buckets.size(); ++b) {
+    const ReduceBucketDesc& bd = dp.buckets[b];
+    std::vector<std::string> names;
+    for (int32_t g : bd.gradients)
+      names.push_back(g >= 0 && static_cast<size_t>(g) < p.tensors.size()
+                          ? p.tensors[static_cast<size_t>(g)].name
+                          : fmt::format("<{} out of range>", g));
+    s += fmt::format("bucket {}: {} state offset {}, {} bytes ({}), {}, {} gradients: {}\n", b,
+                     static_cast<int>(bd.mem) < kNumMemTypes ? mem_type_name(bd.mem) : "?",
+                     bd.arena_offset, bd.nbytes, human_bytes(bd.nbytes), safe_dtype_name(bd.dtype),
+                     bd.gradients.size(), fmt::join(names, ", "));
+  }
+  return s;
 }
 
 std::string format_pef_log(const ProgramDesc& program) { return LogWriter(program).write(); }

@@ -23,7 +23,7 @@ namespace samba::pef {
 // Format version of the file. A reader accepts any minor of its own major and
 // refuses a newer major ("file has format 2.0, this runtime supports 1.x").
 inline constexpr uint32_t kFormatMajor = 1;
-inline constexpr uint32_t kFormatMinor = 0;
+inline constexpr uint32_t kFormatMinor = 1;  // 1.1: data_parallel
 
 // Where a device tensor lives on the emulated RDU. Values are stored in PEFs.
 enum class MemType : uint8_t { DDR = 0, HBM = 1, HOST = 2 };
@@ -184,6 +184,32 @@ struct MemoryPlanDesc {
   bool operator==(const MemoryPlanDesc&) const = default;
 };
 
+// A REDUCE bucket: Gradient tensors laid out back to back in the state area
+// of memory type `mem` (the first at arena_offset, each next one right after
+// the one before, nbytes in all), all of `dtype` (float32 or float64), so
+// the bucket is one all-reduce.
+struct ReduceBucketDesc {
+  std::vector<int32_t> gradients;  // in memory order
+  MemType mem = MemType::DDR;
+  DType dtype = DType::Float32;
+  uint64_t arena_offset = 0;
+  uint64_t nbytes = 0;
+
+  bool operator==(const ReduceBucketDesc&) const = default;
+};
+
+// A data-parallel program (--data-parallel -ws N): the replicas it is for
+// and its REDUCE buckets, in the order they are all-reduced (the reverse of
+// the order backward produces the gradients). world_size 0: not data
+// parallel (no buckets, no REDUCE section).
+struct DataParallelDesc {
+  int32_t world_size = 0;
+  uint64_t bucket_bytes = 0;  // the size buckets were cut at
+  std::vector<ReduceBucketDesc> buckets;
+
+  bool operator==(const DataParallelDesc&) const = default;
+};
+
 // One traced graph (a model with its optimizers). A PEF from compile() has
 // one; compile_multigraph() writes one per added graph, in order.
 struct GraphDesc {
@@ -224,6 +250,7 @@ struct ProgramDesc {
   std::vector<GraphDesc> graphs;
   MemoryPlanDesc memory;
   std::vector<std::pair<std::string, std::string>> metadata;  // pef_metadata
+  DataParallelDesc data_parallel;
 
   bool operator==(const ProgramDesc&) const = default;
 };

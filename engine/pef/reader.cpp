@@ -376,6 +376,20 @@ ProgramDesc convert(const fb::Program& root) {
   }
   if (const auto* v = root.metadata())
     for (const fb::MetadataEntry* e : *v) p.metadata.emplace_back(str(e->key()), str(e->value()));
+  if (const fb::DataParallel* dp = root.data_parallel()) {
+    p.data_parallel.world_size = dp->world_size();
+    p.data_parallel.bucket_bytes = dp->bucket_bytes();
+    if (const auto* v = dp->buckets())
+      for (const fb::ReduceBucket* b : *v) {
+        ReduceBucketDesc d;
+        if (b->gradients()) d.gradients.assign(b->gradients()->begin(), b->gradients()->end());
+        d.mem = static_cast<MemType>(b->mem());
+        d.dtype = static_cast<DType>(static_cast<int32_t>(b->dtype()));
+        d.arena_offset = b->arena_offset();
+        d.nbytes = b->nbytes();
+        p.data_parallel.buckets.push_back(std::move(d));
+      }
+  }
   if (const auto* v = root.blobs()) {
     p.blobs = blobs(*v, used_blobs(p, *v));
   }

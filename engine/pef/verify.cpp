@@ -87,6 +87,7 @@ void verify_program(const ProgramDesc& p) {
   verify_kernels(p);
   verify_sections_and_schedule(p);
   verify_graphs(p);
+  verify_data_parallel(p);
   std::unordered_map<std::string_view, size_t> keys;
   for (size_t i = 0; i < p.metadata.size(); ++i) {
     const std::string& key = p.metadata[i].first;

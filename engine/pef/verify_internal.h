@@ -40,5 +40,6 @@ void verify_kernels(const ProgramDesc& p);
 void verify_sections_and_schedule(const ProgramDesc& p);
 void verify_argins(const ProgramDesc& p);
 void verify_graphs(const ProgramDesc& p);
+void verify_data_parallel(const ProgramDesc& p);  // buckets and REDUCE sections
 
 }  // namespace samba::pef::verify_detail

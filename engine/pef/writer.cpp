@@ -94,9 +94,23 @@ class PefBuilder {
     auto mats_v = vec(mats);
     auto graphs_v = vec(graphs);
     auto metadata_v = vec(metadata);
+    auto data_parallel = p.data_parallel.world_size > 0 ? data_parallel_table(p.data_parallel)
+                                                        : Offset<fb::DataParallel>();
     return fb::CreateProgram(fbb_, p.format_major, p.format_minor, compiler_version, name,
                              p.opt_level, tensors_v, kernels_v, sections_v, schedule_v, argins_v,
-                             blobs_v, mats_v, graphs_v, memory, metadata_v);
+                             blobs_v, mats_v, graphs_v, memory, metadata_v, data_parallel);
+  }
+
+  Offset<fb::DataParallel> data_parallel_table(const DataParallelDesc& dp) {
+    std::vector<Offset<fb::ReduceBucket>> buckets;
+    for (const auto& b : dp.buckets) {
+      auto grads = fbb_.CreateVector(b.gradients);
+      buckets.push_back(fb::CreateReduceBucket(fbb_, grads, static_cast<fb::MemType>(b.mem),
+                                               static_cast<fb::DType>(b.dtype), b.arena_offset,
+                                               b.nbytes));
+    }
+    auto buckets_v = vec(buckets);
+    return fb::CreateDataParallel(fbb_, dp.world_size, dp.bucket_bytes, buckets_v);
   }
 
  private:
@@ -308,6 +322,8 @@ uint64_t table_bytes_bound(const ProgramDesc& p) {
     for (const auto& line : g.signature) n += 8 + line.size();
   }
   for (const auto& [k, v] : p.metadata) n += kTable + k.size() + v.size();
+  n += 2 * kTable;
+  for (const auto& b : p.data_parallel.buckets) n += 2 * kTable + 32 + 4 * b.gradients.size();
   return n;
 }
 

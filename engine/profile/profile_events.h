@@ -18,6 +18,10 @@ inline constexpr std::string_view kSessionRun =
 // Runtime events.
 inline constexpr std::string_view kGetTensors = "PyRT_GET_TENSORS";  // device -> host tensor reads
 inline constexpr std::string_view kSetTensors = "PyRT_SET_TENSORS";  // host -> device tensor writes
+inline constexpr std::string_view kSetTensorsBroadcast =
+    "PyRT_SET_TENSORS_BROADCAST";  // rank 0's device values to every rank
+inline constexpr std::string_view kGetTensorsGather =
+    "PyRT_GET_TENSORS_GATHER";  // every rank's device values to rank 0
 inline constexpr std::string_view kSetPinnedInputTensors =
     "PyRT_SET_PINNED_INPUT_TENSORS";  // copies into pinned memory
 inline constexpr std::string_view kRun =

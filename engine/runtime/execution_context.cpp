@@ -69,6 +69,7 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
   std::optional<ProfileScope> scope;
   if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel))
     scope.emplace(*values.profiler, (*values.kernel_names)[static_cast<size_t>(kernel)], ProfileCategory::Kernel);
+  if (values.observer) values.observer->before_kernel(kernel);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const OpStep& s = plan.steps[i];
     StepArgs& a = steps[i];
@@ -100,6 +101,7 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
                                         i, s.op->name, e.what()));
     }
   }
+  if (values.observer) values.observer->after_kernel(kernel);
 }
 
 ExecutionContext::SectionGraph& ExecutionContext::graph_of(size_t index, const SectionPlan& sp) {

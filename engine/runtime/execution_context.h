@@ -22,6 +22,19 @@ class Profiler;
 
 namespace samba::runtime {
 
+// Told before and after each kernel of a run runs, on the thread that runs
+// it: how a data-parallel run starts a gradient bucket's all-reduce as soon
+// as backward has written it, and holds an optimizer kernel until its
+// bucket is reduced. Must be thread-safe.
+class KernelObserver {
+ public:
+  virtual void before_kernel(int32_t kernel) = 0;
+  virtual void after_kernel(int32_t kernel) = 0;
+
+ protected:
+  ~KernelObserver() = default;
+};
+
 // What one run of sections needs besides its context: argin values and the
 // step counter random ops draw their streams from.
 struct RunValues {
@@ -30,6 +43,7 @@ struct RunValues {
   bool train = true;  // false: evaluation mode (Training-role attributes run false)
   Profiler* profiler = nullptr;                             // may be null
   const std::vector<std::string_view>* kernel_names = nullptr;  // interned, per kernel
+  KernelObserver* observer = nullptr;                           // may be null
 };
 
 class ExecutionContext {

@@ -15,6 +15,7 @@
 #include "engine/ops/autograd.h"
 #include "engine/profile/profile_events.h"
 #include "engine/profile/profiler.h"
+#include "engine/runtime/data_parallel.h"
 #include "engine/runtime/pipeline.h"
 #include "engine/runtime/tbb_handover.h"
 
@@ -338,7 +339,8 @@ void Runtime::run_micro_batches(ExecutionContext& ctx, const std::vector<int32_t
   }
 }
 
-void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r) {
+void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls,
+                        const RunRequest& r, DataParallelStep* dp) {
   const auto& d = program_->desc();
   const auto& sections = program_->sections();
   bool has_fwd = false;
@@ -364,8 +366,23 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
     }
   } claim{step_, values.rng_step, has_fwd};
 
-  // A spatial graph's whole schedule runs as one unit.
-  if (!calls.empty()) {
+  if (dp) {
+    // A micro-batched BCKWD runs its kernels once per micro-batch: a bucket
+    // is final only when REDUCE comes, so nothing overlaps.
+    bool overlap = true;
+    for (int32_t c : calls) {
+      const SectionPlan& sp = sections[static_cast<size_t>(d.schedule[c].section)];
+      const auto& g = d.graphs[static_cast<size_t>(sp.graph)];
+      overlap &= !(sp.type == pef::SectionType::BCKWD && sp.micro_batched &&
+                   g.batch_size > g.micro_batch_size);
+    }
+    dp->begin(r.data_parallel_mode, r.reduce_on_rdu, overlap);
+    values.observer = dp->observer();
+  }
+
+  // A spatial graph's whole schedule runs as one unit (a data-parallel run
+  // goes section by section: REDUCE is the runtime's, not a kernel).
+  if (!calls.empty() && !dp) {
     const int32_t g = sections[static_cast<size_t>(d.schedule[calls[0]].section)].graph;
     const int32_t u = program_->unit_of_graph(g);
     if (u >= 0) {
@@ -399,12 +416,18 @@ void Runtime::run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls
     const int64_t micro = first.micro_batched ? g.batch_size / g.micro_batch_size : 1;
     std::vector<int32_t> group;
     for (size_t c = i; c < j; ++c) group.push_back(d.schedule[calls[c]].section);
-    if (micro > 1)
-      run_micro_batches(ctx, group, micro, values);
-    else
+    if (dp)
+      for (int32_t s : group) dp->before_section(sections[static_cast<size_t>(s)].type);
+    if (micro > 1) {
+      RunValues v = values;
+      v.observer = nullptr;
+      run_micro_batches(ctx, group, micro, v);
+    } else {
       for (int32_t s : group) run_section_profiled(ctx, s, values, -1);
+    }
     i = j;
   }
+  if (dp) dp->end();
 }
 
 std::vector<int32_t> Runtime::output_tensors(const RunRequest& r) const {
@@ -432,7 +455,7 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   autograd::NoGradGuard no_grad;
   const auto& d = program_->desc();
   const std::vector<int32_t> calls = select_calls(r);
-  bool writes_state = !r.grad_of_outputs.empty();
+  bool writes_state = !r.grad_of_outputs.empty() || r.data_parallel;
   std::vector<int32_t> graphs_run;
   for (int32_t c : calls) {
     const SectionPlan& sp = program_->sections()[static_cast<size_t>(d.schedule[c].section)];
@@ -479,6 +502,7 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
     shared.lock();
   ContextLease lease_ = lease(writes_state);
   ExecutionContext& ctx = *lease_.ctx;
+  DataParallelStep* dp = data_parallel_step(r, calls);
   // Everything is checked before anything changes: a refused run leaves the
   // argins and the device as they were.
   check_inputs(ctx, r, lease_.primary);
@@ -549,7 +573,7 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
     auto body = [&] {
       taken_over(&arena_handover);
       ThreadPool::Scope pool_scope(&pool_);
-      run_calls(ctx, calls, r);
+      run_calls(ctx, calls, r, dp);
       handed_over(&arena_handover);
     };
     handed_over(&arena_handover);

@@ -25,10 +25,13 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/core/parallel.h"
+#include "engine/dist/communicator.h"
 #include "engine/rng/materializer.h"
 #include "engine/runtime/execution_context.h"
 
 namespace samba::runtime {
+
+class DataParallelStep;
 
 // Name lists of a loaded program (values match SAMBA_NAMES_* in samba.h).
 enum class NameList : int32_t {
@@ -41,6 +44,13 @@ enum class NameList : int32_t {
   Inputs = 6,
 };
 inline constexpr int kNumNameLists = 7;
+
+// When a data-parallel run all-reduces its gradient buckets
+// (docs/distributed-runtime.md): after BCKWD; as soon as backward has
+// written each bucket; or that, with OPT updating each bucket once reduced.
+enum class DataParallelMode : uint8_t { Normal = 0, InOrder = 1, Optimal = 2 };
+// "normal", "inorder", "optimal"; InvalidArgument otherwise.
+DataParallelMode data_parallel_mode_from_name(std::string_view name);
 
 struct RunRequest {
   // Host tensors to transfer before running, bound to device tensors by
@@ -62,6 +72,11 @@ struct RunRequest {
   // Per output of the graph that runs (in order; undefined entries are
   // skipped): the gradient BCKWD starts from (the grad_of_outputs pattern).
   std::vector<Tensor> grad_of_outputs;
+  // Data parallel: REDUCE all-reduces the gradients over the job's ranks.
+  // Off, a data-parallel PEF's REDUCE sections do nothing (one replica).
+  bool data_parallel = false;
+  bool reduce_on_rdu = true;  // false: staged through pinned host buffers
+  DataParallelMode data_parallel_mode = DataParallelMode::Normal;
 };
 
 // How a run's sections were chosen and what happened, for the profile.
@@ -124,6 +139,18 @@ class Runtime {
   LoadReport load_safetensors(const std::string& path, uint32_t roles,
                               const SafetensorsLoadOptions& options);
 
+  // Data parallel (engine/runtime/runtime_dist.cpp). Each is a collective:
+  // every rank calls it in the same order.
+  // Fails naming the ranks whose program (a fingerprint of the PEF without
+  // its weights) or world size differs from rank 0's.
+  void check_same_program(dist::Communicator& comm);
+  // Copies root's device values of the state tensors whose roles are in
+  // `roles` to every rank.
+  void broadcast_state(dist::Communicator& comm, uint32_t roles, int root);
+  // Rank 0: per name, every rank's device value concatenated along dim 0 in
+  // rank order; other ranks: undefined tensors. comm null: plain reads.
+  std::vector<Tensor> gather(dist::Communicator* comm, const std::vector<std::string>& names);
+
   // Number of steps (FWD runs) so far; random ops draw their stream from it.
   int64_t step() const { return step_.load(); }
 
@@ -147,7 +174,9 @@ class Runtime {
   int32_t tensor_index(std::string_view name, const char* what) const;
   void check_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary) const;
   void bind_inputs(ExecutionContext& ctx, const RunRequest& r, bool primary, const std::vector<int32_t>& graphs_run);
-  void run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r);
+  void run_calls(ExecutionContext& ctx, const std::vector<int32_t>& calls, const RunRequest& r,
+                 DataParallelStep* dp);
+  DataParallelStep* data_parallel_step(const RunRequest& r, const std::vector<int32_t>& calls);
   void run_section_profiled(ExecutionContext& ctx, int32_t s, const RunValues& values, int64_t micro_batch);
   void run_micro_batches(ExecutionContext& ctx, const std::vector<int32_t>& sections, int64_t micro,
                          const RunValues& values);
@@ -171,6 +200,7 @@ class Runtime {
   mutable std::mutex argin_mu_;
   std::vector<AttrValue> argins_;
   std::atomic<int64_t> step_{0};
+  std::unique_ptr<DataParallelStep> data_parallel_;  // made by the first data-parallel run
 };
 
 }  // namespace samba::runtime

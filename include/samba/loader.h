@@ -39,6 +39,22 @@ SAMBA_API samba_status samba_loader_options_set_timeout_ms(samba_loader_options*
 /* Stops after `n` batches (-1: when the producer says end). Errors:
  * NULL_POINTER, INVALID_ARGUMENT. */
 SAMBA_API samba_status samba_loader_options_set_num_batches(samba_loader_options* o, int64_t n);
+/* A distributed sampler's share of each epoch: this rank gets the
+ * producer's batches rank, rank + world_size, rank + 2*world_size, ... of
+ * the epoch's order, num_batches / world_size of them on every rank (the
+ * remainder is dropped, so replicas step together); the producer is still
+ * called with the global batch index. Ranks given the same options get
+ * disjoint shares that together cover the epoch. world_size > 1 needs
+ * samba_loader_options_set_num_batches (the global count); the default is
+ * rank 0 of 1. Errors: NULL_POINTER, INVALID_ARGUMENT (rank outside
+ * 0..world_size-1). */
+SAMBA_API samba_status samba_loader_options_set_shard(samba_loader_options* o, int32_t rank, int32_t world_size);
+/* Shuffles each epoch's batch order: a permutation of 0..num_batches-1
+ * drawn from (seed, epoch number), the same on every rank given the same
+ * seed; samba_loader_reset starts the next epoch and its new order. Needs
+ * samba_loader_options_set_num_batches. Default: in order. Errors:
+ * NULL_POINTER. */
+SAMBA_API samba_status samba_loader_options_set_shuffle_seed(samba_loader_options* o, uint64_t seed);
 /* Releases options. Accepts NULL. */
 SAMBA_API void samba_loader_options_release(samba_loader_options* o);
 
@@ -59,8 +75,8 @@ SAMBA_API samba_status samba_loader_create(const char* const* names, size_t n_na
  * (the loader then stops: later calls return the same error). */
 SAMBA_API samba_status samba_loader_next(samba_loader* loader, samba_tensor** tensors, size_t capacity,
                                          int32_t* end);
-/* Restarts from batch 0 (a new epoch), dropping prepared batches. Errors:
- * NULL_POINTER. */
+/* Restarts from batch 0 of a new epoch (with a shuffle seed, a new order),
+ * dropping prepared batches. Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_loader_reset(samba_loader* loader);
 /* Stops the loader's thread (waiting for a producer call in progress),
  * frees prepared batches and the loader. Accepts NULL. */

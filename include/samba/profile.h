@@ -52,8 +52,10 @@ typedef struct samba_perf_report {
 
 /* utils.measure_performance: runs `warmup` untimed then `iterations` timed
  * runs with `inputs` and `opts` (NULL: the whole schedule, which trains the
- * model) and reports throughput and latency. Errors: those of
- * samba_session_run, NULL_POINTER (out), INVALID_ARGUMENT (iterations < 1,
+ * model) and reports throughput and latency. With data_parallel in `opts`
+ * (a collective: every rank calls it) the report is the job's: batch_size
+ * is every rank's batch together and samples_per_second divides it by the
+ * slowest rank's time. Errors: those of samba_session_run, NULL_POINTER (out), INVALID_ARGUMENT (iterations < 1,
  * warmup < 0, out->struct_size too small for section_id). */
 SAMBA_API samba_status samba_session_measure_performance(samba_session* session,
                                                          samba_tensor* const* inputs,

@@ -57,9 +57,10 @@ SAMBA_API samba_status samba_trace_options_set_custom_grad(samba_trace_options* 
  * (transfer_device). Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_trace_options_set_transfer_device(samba_trace_options* opts,
                                                                int32_t enable);
-/* "normal" is the only data-parallel mode of a single emulated device;
- * "inorder" and "optimal" fail with UNSUPPORTED. Errors: NULL_POINTER,
- * INVALID_ARGUMENT (unknown mode), UNSUPPORTED. */
+/* data_parallel_mode of the runs after trace_graph (a run's own mode, set
+ * with samba_run_options_set_data_parallel, wins): "normal", "inorder" or
+ * "optimal" (see samba_run_options_set_data_parallel). Errors: NULL_POINTER,
+ * INVALID_ARGUMENT (unknown mode). */
 SAMBA_API samba_status samba_trace_options_set_data_parallel_mode(samba_trace_options* opts,
                                                                   const char* mode);
 
@@ -135,9 +136,19 @@ SAMBA_API samba_status samba_run_options_set_train(samba_run_options* opts, int3
  * NULL_POINTER (grads with n > 0). */
 SAMBA_API samba_status samba_run_options_set_grad_of_outputs(samba_run_options* opts,
                                                              samba_tensor* const* grads, size_t n);
-/* Data parallelism (data_parallel, reduce_on_rdu, data_parallel_mode). A
- * run with data_parallel set fails with UNSUPPORTED: one session emulates
- * one device. Errors: NULL_POINTER. */
+/* Data parallelism (run's data_parallel, reduce_on_rdu, data_parallel_mode;
+ * include samba/dist.h). With `enable`, the run executes the PEF's REDUCE
+ * section: each gradient bucket is averaged over the ranks of the job. Modes:
+ * "normal" (REDUCE after BCKWD), "inorder" (a bucket's all-reduce starts as
+ * soon as the backward kernels writing it have run, overlapping the rest of
+ * BCKWD), "optimal" (as inorder, and OPT work on a bucket starts once that
+ * bucket is reduced). NULL mode: the trace options' mode ("normal"). All
+ * modes and both reduce_on_rdu settings (1: reduce in device memory, 0:
+ * stage through pinned host buffers) give bit-identical results. Errors:
+ * NULL_POINTER, INVALID_ARGUMENT (unknown mode). The run reports the rest:
+ * INVALID_ARGUMENT (a PEF compiled without data parallel: recompile with
+ * it; a world size other than the PEF's), UNSUPPORTED (built without MPI),
+ * TIMEOUT / CANCELLED (a peer failed; the message names it). */
 SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* opts,
                                                            int32_t enable, int32_t reduce_on_rdu,
                                                            const char* mode);
@@ -157,7 +168,8 @@ SAMBA_API samba_status samba_run_options_set_data_parallel(samba_run_options* op
  * tensor, section type, section id or argin), SHAPE_MISMATCH /
  * DTYPE_MISMATCH (an input), INVALID_ARGUMENT (an argin out of range;
  * both section types and ids), OUT_OF_RANGE (call range; capacity too small: *n_outputs says how
- * many are needed), UNSUPPORTED (data parallel). A run refused for its
+ * many are needed), UNSUPPORTED (data parallel in a build without MPI),
+ * TIMEOUT / CANCELLED (a data-parallel peer failed). A run refused for its
  * arguments changes nothing: no argin, input or device value, and
  * *n_outputs only in the capacity case; a run that fails while running
  * (a kernel's error) does not advance the dropout step, so the next run

@@ -79,6 +79,25 @@ static inline samba_status linear_loss_model(void* user, samba_tensor* const* in
   return st;
 }
 
+/* Whether the file at `path` contains `needle` (0 when it cannot be read). */
+static inline int file_contains(const char* path, const char* needle) {
+  FILE* f = fopen(path, "rb");
+  char* buf;
+  long size;
+  int found;
+  if (!f) return 0;
+  fseek(f, 0, SEEK_END);
+  size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = (char*)malloc((size_t)size + 1);
+  CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size);
+  buf[size] = '\0';
+  fclose(f);
+  found = strstr(buf, needle) != NULL;
+  free(buf);
+  return found;
+}
+
 static inline samba_tensor* make_f32(const float* values, const int64_t* shape, size_t ndim) {
   samba_tensor* t = NULL;
   int64_t n = 0;
@@ -175,6 +194,22 @@ static inline samba_index* index_of_int(int64_t i) {
   CHECK_OK(samba_index_create(&idx));
   CHECK_OK(samba_index_add_int(idx, i));
   return idx;
+}
+
+/* The classifier train_test trains: fc.weight [3,4], fc.bias [3] (named
+ * parameters) and a batch of 6: in[0] = x [6,4], in[1] = y [6] (labels). */
+static inline void linear_classifier(LinearNet* net, samba_tensor** in) {
+  const int64_t s_w[2] = {3, 4}, s_b[1] = {3}, s_x[2] = {6, 4}, s_y[1] = {6};
+  const int64_t labels[6] = {0, 1, 2, 2, 1, 0};
+  float xs[24];
+  int i;
+  for (i = 0; i < 24; ++i) xs[i] = (float)cos(0.9 * (double)i);
+  net->w = named_param("fc.weight", s_w, 2);
+  net->b = named_param("fc.bias", s_b, 1);
+  in[0] = make_f32(xs, s_x, 2);
+  in[1] = make_i64(labels, s_y, 1);
+  CHECK_OK(samba_tensor_set_name(in[0], "x"));
+  CHECK_OK(samba_tensor_set_name(in[1], "y"));
 }
 
 #endif /* SAMBA_CAPI_TEST_UTIL_H */

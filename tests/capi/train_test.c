@@ -19,23 +19,6 @@ static double run_step(samba_session* s, samba_tensor** in, samba_run_options* r
   return v;
 }
 
-static int file_contains(const char* path, const char* needle) {
-  FILE* f = fopen(path, "rb");
-  char* buf;
-  long size;
-  int found;
-  if (!f) return 0;
-  fseek(f, 0, SEEK_END);
-  size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = (char*)malloc((size_t)size + 1);
-  CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size);
-  buf[size] = '\0';
-  fclose(f);
-  found = strstr(buf, needle) != NULL;
-  free(buf);
-  return found;
-}
 
 int main(void) {
   const int64_t s_w[2] = {3, 4}, s_b[1] = {3}, s_x[2] = {6, 4}, s_y[1] = {6};

@@ -89,9 +89,12 @@ def test_run_fwd_only_hyperparams_persist_and_section_ids(trained):
     with pytest.raises(SambaError) as e:
         s.run([x, y], outs, hyperparam_dict={"bogus": 1.0})
     assert e.value.status == "SAMBA_ERR_NOT_FOUND"
-    with pytest.raises(SambaError) as e:
+    # A PEF compiled without data parallel is refused, saying to recompile (docs/DISTRIBUTED.md).
+    with pytest.raises(SambaError, match="recompile with --data-parallel") as e:
         s.run([x, y], outs, data_parallel=True)
-    assert e.value.status == "SAMBA_ERR_UNSUPPORTED"
+    assert e.value.status == "SAMBA_ERR_INVALID_ARGUMENT"
+    with pytest.raises(ValueError, match="data_parallel_mode must be one of"):
+        s.run([x, y], outs, data_parallel=True, data_parallel_mode="fastest")
 
 
 def test_training_grad_of_outputs_and_device_access(trained):

@@ -47,7 +47,7 @@ function(expect name want_rc stream needle)
 endfunction()
 
 expect("verify a good file" 0 stdout "ok" pef verify ${WORK}/resffn.pef)
-expect("info summary" 0 stdout "PEF 1.0" pef info ${WORK}/resffn.pef)
+expect("info summary" 0 stdout "PEF 1.1" pef info ${WORK}/resffn.pef)
 expect("info names the graphs" 0 stdout "1 'predict'" pef info ${WORK}/resffn.pef)
 expect("dump as text" 0 stdout "section 1 'fwd' id 1 type FWD graph 0 micro-batched" pef dump ${WORK}/resffn.pef)
 # The text dump is the .pef.log written beside the file.
@@ -66,7 +66,7 @@ if(NOT name STREQUAL "resffn" OR NOT graph1 STREQUAL "predict" OR ntensors LESS 
   message(SEND_ERROR "FAILED: JSON dump fields: name=${name} graph1=${graph1} tensors=${ntensors} lr=${lr} role=${role}")
 endif()
 
-expect("newer major refused" 1 stderr "file has PEF format 2.0; this runtime reads 1.x" pef verify ${WORK}/newer.pef)
+expect("newer major refused" 1 stderr "file has PEF format 2.1; this runtime reads 1.x" pef verify ${WORK}/newer.pef)
 expect("truncated file refused" 1 stderr "sambaflow: error: ${WORK}/cut.pef: " pef verify ${WORK}/cut.pef)
 expect("bad index refused" 1 stderr "input 0 ('x') 999 is out of range" pef verify ${WORK}/bad_index.pef)
 expect("info refuses too" 1 stderr "out of range" pef info ${WORK}/bad_index.pef)

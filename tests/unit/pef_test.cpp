@@ -355,7 +355,7 @@ bool has_line(const std::string& text, const std::string& line) {
 TEST(PefLog, ListsEverythingOneLineEach) {
   std::string log = format_pef_log(sample());
   EXPECT_TRUE(has_line(log, "PEF 'resffn'"));
-  EXPECT_TRUE(has_line(log, "format          1.0"));
+  EXPECT_TRUE(has_line(log, fmt::format("format          1.{}", kFormatMinor)));
   EXPECT_TRUE(has_line(log, "compiler        samba 0.1.0"));
   EXPECT_TRUE(has_line(log, "opt level       o1"));
   EXPECT_TRUE(has_line(

@@ -1,14 +1,14 @@
 """SambaSession: compile a model into a PEF, load it, and run it section by
 section on the emulated device. `samba.session` is the default session."""
-import atexit
 import contextlib
 import ctypes
 import os
 import sys
 import threading
-import traceback
 
 from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
+from . import distributed
+from .session_dist import DataParallelSession
 from .onnx_import import OnnxModel, is_onnx_model
 from .tensor import SambaTensor, as_tensor, to_handles
 
@@ -106,7 +106,7 @@ def _optimizer_handles(optimizers):
     return (P * max(1, len(optimizers)))(*[o.handle for o in optimizers]), len(optimizers)
 
 
-class SambaSession:
+class SambaSession(DataParallelSession):
     """A session: a thread pool, a seed, profiles, and the loaded PEF."""
 
     def __init__(self, pef_path="", num_threads=0, seed=0, native=None):
@@ -143,7 +143,7 @@ class SambaSession:
     def compile(self, model, inputs, optimizers=None, name="", loss_indices=None, io_host_memory=None,
                 pef_path=None, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
                 init_output_grads=True, mapping="section", grad_accumulation=False, metadata=None,
-                **_deprecated):
+                data_parallel=False, world_size=None, bucket_bytes=0, **_deprecated):
         """Traces `model(*inputs)` with its optimizers and writes the PEF
         (pef_path, or '<name>.pef'); returns the path.
 
@@ -159,13 +159,19 @@ class SambaSession:
 
         `model` may also be an ONNX model: an onnx.ModelProto, its bytes, a
         path to an .onnx file, or an onnx_import.OnnxModel (whose parameters()
-        an optimizer trains); docs/onnx.md."""
+        an optimizer trains); docs/onnx.md.
+
+        data_parallel (--data-parallel -ws N): the PEF runs on `world_size`
+        replicas (default: this job's size), each on its share of the batch,
+        with a REDUCE section averaging the gradients in buckets of about
+        `bucket_bytes` (0: 25 MiB); docs/DISTRIBUTED.md."""
         name = name or ("onnx_model" if is_onnx_model(model) else getattr(type(model), "__name__", "model")) or "model"
         tensors, keys = _inputs(inputs)
         cb = _model_callback(model, keys)
         with self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
                                    opt_level, loss_indices, io_host_memory, mapping, grad_accumulation,
                                    metadata) as co:
+            self._set_compile_data_parallel(co, data_parallel, world_size, bucket_bytes)
             opts, n_opts = _optimizer_handles(None if inference else optimizers)
             self._run_model_call("samba_session_compile", cb, self._h, cb.fn, cb.user_data, to_handles(tensors),
                                  ctypes.c_size_t(len(tensors)), opts, ctypes.c_size_t(n_opts), co)
@@ -291,12 +297,17 @@ class SambaSession:
         return result
 
     # ---- running -----------------------------------------------------------------------
-    def run(self, input_tensors=None, output_tensors=(), hyperparam_dict=None, data_parallel=False,
-            reduce_on_rdu=False, section_ids=(), section_types=(), run_until_call_id=None,
-            run_from_call_id=None, data_parallel_mode="normal", train=True, grad_of_outputs=None, graph_name=None):
+    def run(self, input_tensors=None, output_tensors=(), hyperparam_dict=None, data_parallel=None,
+            reduce_on_rdu=None, section_ids=(), section_types=(), run_until_call_id=None,
+            run_from_call_id=None, data_parallel_mode=None, train=True, grad_of_outputs=None, graph_name=None):
         """SambaSession.run: transfers the inputs, runs the selected sections, returns the outputs.
         graph_name (a SambaGraph's name) runs only that graph's sections; a multigraph PEF needs it
-        unless section_ids or a call range name the calls."""
+        unless section_ids or a call range name the calls.
+        data_parallel: the PEF's REDUCE section averages the gradients over the
+        job's replicas, in data_parallel_mode "normal", "inorder" or "optimal",
+        reduce_on_rdu in device memory or else through pinned host buffers
+        (the same results either way); a None argument takes
+        set_data_parallel_defaults' value (the app's command line)."""
         with Owned("run_options") as ro:
             if graph_name:
                 call("samba_run_options_set_graph_name", ro, graph_name.encode())
@@ -317,9 +328,7 @@ class SambaSession:
                 kept = [as_tensor(g) if g is not None else None for g in grad_of_outputs]
                 grads = (P * len(kept))(*[g.handle if g is not None else None for g in kept])
                 call("samba_run_options_set_grad_of_outputs", ro, grads, ctypes.c_size_t(len(grad_of_outputs)))
-            if data_parallel:
-                call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if reduce_on_rdu else 0),
-                     data_parallel_mode.encode())
+            self._set_run_data_parallel(ro, data_parallel, reduce_on_rdu, data_parallel_mode)
             ins = list(input_tensors or [])
             outs = (P * _MAX_OUTPUTS)()
             n = c_size()
@@ -364,9 +373,14 @@ class SambaSession:
         call("samba_session_get_tensors_by_name", self._h, strings(list(names)), ctypes.c_size_t(len(names)), outs)
         return [SambaTensor._wrap(outs[i]) for i in range(len(names))]
 
-    def get_tensors(self, samba_tensors):
-        """get_tensors_by_name of the tensors' sn_names."""
-        return self.get_tensors_by_name([t.sn_name for t in samba_tensors])
+    def get_tensors(self, samba_tensors, gather=False):
+        """get_tensors_by_name of the tensors' sn_names: this replica's
+        values (a replicated parameter is the same on every rank). With
+        gather, every replica's values of each (an output's per-replica
+        rows) concatenated on rank 0, None on the others
+        (gather_tensors_by_name; every rank must call it)."""
+        names = [t.sn_name for t in samba_tensors]
+        return self.gather_tensors_by_name(names) if gather else self.get_tensors_by_name(names)
 
     def get_samba_tensor_by_name(self, name):
         """The host tensor registered under `name` by the last compile or trace_graph (the same
@@ -424,17 +438,24 @@ class SambaSession:
         call("samba_session_init_output_grads", self._h, strings(list(unspecified)), ctypes.c_size_t(len(unspecified)),
              strings(names), vals, ctypes.c_size_t(len(names)))
 
-    def measure_performance(self, inputs, iterations=10, warmup=2, section_types=()):
-        """Throughput and latency of `iterations` runs (after `warmup`), as a dict."""
+    def measure_performance(self, inputs, iterations=10, warmup=2, section_types=(), data_parallel=None,
+                            reduce_on_rdu=None, data_parallel_mode=None):
+        """Throughput and latency of `iterations` runs (after `warmup`), as a
+        dict. Data parallel, samples_per_second is the job's (every rank's
+        batch over the slowest rank's time) and batch_size the global batch;
+        world_size says how many replicas."""
         tensors, _ = _inputs(inputs)
         rep = _PerfReport(struct_size=ctypes.sizeof(_PerfReport))
         with Owned("run_options") as ro:
+            dp = self._set_run_data_parallel(ro, data_parallel, reduce_on_rdu, data_parallel_mode)
             if section_types:
                 call("samba_run_options_set_section_types", ro, strings(list(section_types)),
                      ctypes.c_size_t(len(section_types)))
             call("samba_session_measure_performance", self._h, to_handles(tensors), ctypes.c_size_t(len(tensors)),
                  ro, ctypes.c_int64(iterations), ctypes.c_int64(warmup), ctypes.byref(rep))
-        return _report(rep)
+        report = _report(rep)
+        report["world_size"] = distributed.get_world_size() if dp else 1
+        return report
 
     def measure_sections(self, inputs, iterations=10, warmup=2):
         """One report per section of the schedule, each section timed alone."""
@@ -581,37 +602,6 @@ class SambaSession:
         seed = getattr(args, "seed", None)
         if seed is not None:
             self.set_seed(seed)
-
-    def atexit_register(self, func, *args, **kwargs):
-        """An exit handler that use_abexit runs too; otherwise Python's atexit.register."""
-        self._exit_handlers = getattr(self, "_exit_handlers", [])
-        self._exit_handlers.append((func, args, kwargs))
-        atexit.register(self._run_exit_handler, len(self._exit_handlers) - 1)
-        return func
-
-    def _run_exit_handler(self, index):
-        handlers = getattr(self, "_exit_handlers", [])
-        if index < len(handlers) and handlers[index] is not None:
-            func, args, kwargs = handlers[index]
-            handlers[index] = None  # once only, whichever path runs it first
-            func(*args, **kwargs)
-
-    def use_abexit(self, func, *args, **kwargs):
-        """Runs func(*args, **kwargs). If it raises, the traceback is printed, the
-        handlers of atexit_register run, and the process exits at once with
-        status 1, bypassing atexit handlers that could hang. Returns func's result."""
-        try:
-            return func(*args, **kwargs)
-        except BaseException:  # noqa: BLE001 - the point is to exit on anything
-            traceback.print_exc()
-            for i in range(len(getattr(self, "_exit_handlers", []))):
-                try:
-                    self._run_exit_handler(i)
-                except BaseException:  # noqa: BLE001 - keep going to the exit
-                    traceback.print_exc()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
 
 
 class _Profiler:

@@ -24,7 +24,16 @@ def _common_args(p):
     p.add_argument("--seed", type=int, default=None, help="random seed of the default session")
     p.add_argument("--num-iterations", type=int, default=100, help="timed runs of measure-performance")
     p.add_argument("--run-graph-only", action="store_true", help="accepted for compatibility")
-    p.add_argument("--data-parallel", action="store_true", help="fails: one process emulates one device")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="compile: a PEF for -ws replicas; run: average the gradients over the mpirun job's replicas")
+    p.add_argument("-ws", "--world-size", type=int, default=None,
+                   help="replicas a --data-parallel compile is for (default: this job's size)")
+    p.add_argument("--bucket-bytes", type=int, default=0, help="gradient bucket size of a --data-parallel compile "
+                   "(default 25 MiB)")
+    p.add_argument("--reduce-on-rdu", action="store_true",
+                   help="all-reduce in device memory rather than through pinned host buffers (same results)")
+    p.add_argument("--data-parallel-mode", default="normal", choices=("normal", "inorder", "optimal"),
+                   help="when each gradient bucket's all-reduce starts (docs/DISTRIBUTED.md)")
 
 
 def parse_app_args(argv=None, common_parser_fn=None, run_parser_fn=None, compile_parser_fn=None,
@@ -46,6 +55,11 @@ def parse_app_args(argv=None, common_parser_fn=None, run_parser_fn=None, compile
         if cmd != "compile" and run_parser_fn:
             run_parser_fn(p)
     args = parser.parse_args(argv)
+    if args.world_size is not None and args.world_size < 1:
+        parser.error(f"-ws must be at least 1, got {args.world_size}")
+    if args.command != "compile":
+        # The app's own session.run calls need not pass these: run() takes them from here.
+        session.set_data_parallel_defaults(args.data_parallel, args.reduce_on_rdu, args.data_parallel_mode)
     if args.microbatch_size and args.batch_size % args.microbatch_size:
         parser.error(f"--microbatch-size {args.microbatch_size} must divide --batch-size {args.batch_size}")
     return args
@@ -70,12 +84,15 @@ def common_app_driver(args, model, inputs, optim=None, name=None, init_output_gr
         path = session.compile(model, inputs, None if args.inference else optim, name=name, pef_path=pef,
                                inference=args.inference, batch_size=args.batch_size,
                                micro_batch_size=args.microbatch_size, opt_level=0 if args.o0 else 1,
-                               loss_indices=loss_indices, mapping=args.mapping)
-        print(f"compiled {name} into {path} (log: {path}.log)")
+                               loss_indices=loss_indices, mapping=args.mapping, data_parallel=args.data_parallel,
+                               world_size=args.world_size, bucket_bytes=args.bucket_bytes)
+        replicas = f" for {args.world_size or utils.get_world_size()} data-parallel replicas" if args.data_parallel else ""
+        print(f"compiled {name} into {path}{replicas} (log: {path}.log)")
         return path
     if args.command in ("measure-performance", "measure-sections"):
         utils.trace_graph(model, inputs, None if args.inference else optim, pef=pef,
-                          init_output_grads=init_output_grads and not args.inference, mapping=args.mapping)
+                          init_output_grads=init_output_grads and not args.inference, mapping=args.mapping,
+                          data_parallel_mode=args.data_parallel_mode)
         if args.command == "measure-performance":
             return utils.measure_performance(model, inputs, batch_size=args.batch_size, inference=args.inference,
                                              run_graph_only=args.run_graph_only, n_iterations=args.num_iterations)

@@ -2,7 +2,15 @@
 default session (also importable as samba.utils)."""
 import os
 
+from .. import distributed
 from ..session import session
+
+## This replica's rank in a data-parallel job (0 in a plain process); docs/DISTRIBUTED.md.
+get_rank = distributed.get_rank
+## How many replicas the data-parallel job has (1 in a plain process).
+get_world_size = distributed.get_world_size
+## Whether this process is one of several replicas (mpirun -np N with N > 1).
+is_distributed = distributed.is_distributed
 
 
 def trace_graph(model, inputs, optim=None, init_output_grads=True, loss_indices=None, pef="", mapping="section",
@@ -32,11 +40,18 @@ def init_output_grads(output_tensors=(), unspecified_tensor_grad=(), customized_
 
 
 def measure_performance(model=None, inputs=(), batch_size=None, inference=False, run_graph_only=True,
-                        n_iterations=100, warmup=10, **_ignored):
+                        n_iterations=100, warmup=10, data_parallel=None, reduce_on_rdu=None, data_parallel_mode=None,
+                        **_ignored):
     """Times whole runs of the loaded PEF (FWD only with inference) and prints
-    and returns throughput and latency."""
-    report = session.measure_performance(inputs, n_iterations, warmup, ("FWD",) if inference else ())
-    print(f"{'inference' if inference else 'training'}: {report['samples_per_second']:.1f} samples/s, latency "
+    and returns throughput and latency. Data parallel (None: as the app's
+    command line says), the samples/s are the whole job's; only rank 0 prints."""
+    report = session.measure_performance(inputs, n_iterations, warmup, ("FWD",) if inference else (),
+                                         data_parallel=data_parallel, reduce_on_rdu=reduce_on_rdu,
+                                         data_parallel_mode=data_parallel_mode)
+    if report["world_size"] > 1 and get_rank() != 0:
+        return report
+    replicas = f" on {report['world_size']} replicas" if report["world_size"] > 1 else ""
+    print(f"{'inference' if inference else 'training'}{replicas}: {report['samples_per_second']:.1f} samples/s, latency "
           f"mean {report['latency_mean_ms']:.3f} ms, p50 {report['latency_p50_ms']:.3f} ms, p99 "
           f"{report['latency_p99_ms']:.3f} ms over {report['iterations']} runs of batch {report['batch_size']}")
     return report

@@ -1,0 +1,188 @@
+#include "engine/dist/bucket_reducer.h"
+
+#include <cstring>
+
+#include "engine/core/error.h"
+#include "engine/memory/pinned_pool.h"
+
+namespace samba::dist {
+namespace {
+
+template <typename T>
+void divide(void* data, size_t count, int n) {
+  T* x = static_cast<T*>(data);
+  const T d = static_cast<T>(n);
+  for (size_t i = 0; i < count; ++i) x[i] /= d;
+}
+
+}  // namespace
+
+BucketReducer::BucketReducer(Communicator& comm, std::vector<ReduceRange> buckets) : comm_(comm) {
+  buckets_.resize(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    buckets_[b].range = buckets[b];
+    const size_t bytes = buckets[b].count * element_size(buckets[b].dtype);
+    buckets_[b].staging = Storage::allocate(bytes, false, pinned_pool());
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+BucketReducer::~BucketReducer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+void BucketReducer::begin_step(bool staged) {
+  bool unfinished = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
+    for (const Slot& s : buckets_) unfinished |= (s.ready || s.started) && !s.done;
+  }
+  // A step that ended early (a kernel failed) still owes the other ranks
+  // its remaining all-reduces, in order: finish them, so every rank's
+  // collectives stay matched.
+  if (unfinished) {
+    mark_all_ready();
+    wait_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Slot& s : buckets_) {
+    s.ready = s.started = s.done = false;
+    s.collective.reset();
+  }
+  next_ = 0;
+  staged_ = staged;
+}
+
+void BucketReducer::mark_ready(size_t b) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buckets_[b].ready) return;
+    buckets_[b].ready = true;
+  }
+  work_cv_.notify_all();
+}
+
+void BucketReducer::mark_all_ready() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Slot& s : buckets_) s.ready = true;
+  }
+  work_cv_.notify_all();
+}
+
+void BucketReducer::throw_if_failed_locked() const {
+  if (error_) std::rethrow_exception(error_);
+}
+
+void BucketReducer::wait(size_t b) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout();
+  while (!buckets_[b].done) {
+    throw_if_failed_locked();
+    if (done_cv_.wait_until(lock, deadline) == std::cv_status::timeout && !buckets_[b].done &&
+        !error_) {
+      // The step cannot be finished or abandoned cleanly (the all-reduce
+      // may still be in flight): every later wait and step fails alike.
+      error_ = std::make_exception_ptr(Error(
+          Status::Timeout, fmt::format("REDUCE: rank {} of {} waited {} ms for gradient bucket {} "
+                                       "({}): another rank failed, was "
+                                       "killed or runs a different program; end the job",
+                                       comm_.rank(), comm_.size(), timeout().count(), b,
+                                       buckets_[b].ready ? "its all-reduce did not complete"
+                                                         : "backward never finished writing it")));
+      done_cv_.notify_all();
+    }
+  }
+}
+
+void BucketReducer::wait_all() {
+  for (size_t b = 0; b < buckets_.size(); ++b) wait(b);
+}
+
+// Copies a staged bucket back and divides by the world size: the same
+// arithmetic whether staged or not.
+void BucketReducer::finish(Slot& s) {
+  void* data = staged_ ? s.staging->data() : s.range.device;
+  const size_t bytes = s.range.count * element_size(s.range.dtype);
+  if (s.range.dtype == DType::Float32)
+    divide<float>(data, s.range.count, comm_.size());
+  else
+    divide<double>(data, s.range.count, comm_.size());
+  if (staged_) std::memcpy(s.range.device, data, bytes);
+}
+
+void BucketReducer::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (stop_) return;
+    // Start ready buckets strictly in order (identical order on every rank).
+    while (!error_ && next_ < buckets_.size() && buckets_[next_].ready) {
+      Slot& s = buckets_[next_];
+      try {
+        void* data = s.range.device;
+        if (staged_) {
+          std::memcpy(s.staging->data(), s.range.device,
+                      s.range.count * element_size(s.range.dtype));
+          data = s.staging->data();
+        }
+        s.collective = comm_.start_allreduce_sum(data, s.range.count, s.range.dtype);
+      } catch (...) {
+        error_ = std::current_exception();
+        break;
+      }
+      s.started = true;
+      s.start_time = std::chrono::steady_clock::now();
+      ++next_;
+    }
+    bool in_flight = false;
+    for (Slot& s : buckets_) in_flight |= s.started && !s.done;
+    if (!in_flight || error_) {
+      if (error_) done_cv_.notify_all();
+      work_cv_.wait(lock);
+      continue;
+    }
+    // Poll the buckets in flight without holding the lock, so backward's
+    // threads can mark buckets ready meanwhile.
+    lock.unlock();
+    bool progressed = false;
+    std::exception_ptr err;
+    for (size_t b = 0; b < buckets_.size() && !err; ++b) {
+      Slot& s = buckets_[b];
+      if (!s.started || s.done) continue;  // started/done change only on this thread
+      try {
+        if (comm_.test(*s.collective)) {
+          finish(s);
+          lock.lock();
+          s.done = true;
+          lock.unlock();
+          progressed = true;
+        } else if (std::chrono::steady_clock::now() - s.start_time > timeout()) {
+          fail(Status::Timeout,
+               "REDUCE: rank {} of {}: the all-reduce of gradient bucket {} did not complete "
+               "within {} ms: "
+               "another rank failed, was killed or runs a different program; end the job",
+               comm_.rank(), comm_.size(), b, timeout().count());
+        }
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    lock.lock();
+    if (err && !error_) error_ = err;
+    if (progressed || err) done_cv_.notify_all();
+    if (!progressed && !err) {
+      // Nothing completed: let the compute threads have the core a moment.
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace samba::dist
