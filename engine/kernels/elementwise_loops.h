@@ -153,19 +153,29 @@ inline void for_each_run(const Tensor& out, const Tensor* ins, size_t n_in, int6
   base[0] = static_cast<char*>(out.raw_data());
   esize[0] = static_cast<int64_t>(element_size(out.dtype()));
   // Linear: every input is either laid out like the output or a single value.
-  bool linear = true;
+  // Row-wise: besides those, some input is a contiguous vector along the
+  // output's last dim (a bias), read again for every row. Both cases need no
+  // stride plan, whose dim vectors cost more than a small op's arithmetic.
+  bool linear = true, rowwise = true;
+  const int64_t row = out.dim() == 0 ? 1 : out.shape().back();
   std::array<int64_t, kMaxInputs + 1> lin{};
+  std::array<bool, kMaxInputs + 1> per_row{};
   lin[0] = 1;
   for (size_t k = 0; k < n_in; ++k) {
     const Tensor& t = ins[k];
     base[k + 1] = static_cast<char*>(t.raw_data());
     esize[k + 1] = static_cast<int64_t>(element_size(t.dtype()));
-    if (t.numel() == 1)
+    if (t.numel() == 1) {
       lin[k + 1] = 0;
-    else if (t.shape() == out.shape() && t.is_contiguous())
+    } else if (t.shape() == out.shape() && t.is_contiguous()) {
       lin[k + 1] = 1;
-    else
+    } else if (t.numel() == row && t.dim() >= 1 && t.shape().back() == row && t.is_contiguous()) {
+      lin[k + 1] = 1;
+      per_row[k + 1] = true;
       linear = false;
+    } else {
+      linear = rowwise = false;
+    }
   }
 
   if (linear) {
@@ -173,6 +183,17 @@ inline void for_each_run(const Tensor& out, const Tensor* ins, size_t n_in, int6
       std::array<char*, kMaxInputs + 1> p{};
       for (size_t k = 0; k < nops; ++k) p[k] = base[k] + b * lin[k] * esize[k];
       fn(ctx, p.data(), lin.data(), e - b);
+      if (stream) stream_fence();
+    });
+    return;
+  }
+  if (rowwise) {
+    parallel_for(n / row, std::max<int64_t>(1, grain / row), [&](int64_t r0, int64_t r1) {
+      std::array<char*, kMaxInputs + 1> p{};
+      for (int64_t r = r0; r < r1; ++r) {
+        for (size_t k = 0; k < nops; ++k) p[k] = base[k] + (per_row[k] ? 0 : r * row * lin[k] * esize[k]);
+        fn(ctx, p.data(), lin.data(), row);
+      }
       if (stream) stream_fence();
     });
     return;

@@ -185,6 +185,12 @@ void register_matmul(OpRegistry& r) {
         return {{c.inputs[0].dtype(), matmul_shapes(c.inputs[0], c.inputs[1]).out}};
       })
       .kernel([](KernelContext& c) {
+        // Two matrices need none of the shape work below (it builds several
+        // dim vectors), which costs as much as the product of small ones.
+        if (c.inputs[0].dim() == 2 && c.inputs[1].dim() == 2) {
+          batched_product(c.outputs[0], c.inputs[0], false, c.inputs[1], false);
+          return;
+        }
         const MatmulShapes s = matmul_shapes(c.inputs[0], c.inputs[1]);
         batched_product(reshaped_out(c.outputs[0], s.out2), as_row(c.inputs[0]), false,
                         as_column(c.inputs[1]), false);

@@ -157,6 +157,46 @@ def test_eval_mode_turns_dropout_off(with_dropout):
     assert (b.numpy() == 0).sum() > 0
 
 
+def test_repeated_selections_keep_their_own_options(with_dropout):
+    # run() reuses the options of a selection it has seen: each selection and
+    # train flag must still get its own, however the runs alternate.
+    model, x, y, outs = with_dropout
+    want = samba.linear(x, model.w, model.b).numpy()
+    for _ in range(3):
+        _, a = samba.session.run([x, y], outs, section_types=["FWD"], train=False)
+        np.testing.assert_allclose(a.numpy(), want, rtol=1e-6)
+        _, b = samba.session.run([x, y], outs, section_types=["FWD"], train=True)
+        assert (b.numpy() == 0).sum() > 0
+    w0 = model.w.sn_data.numpy().copy()
+    samba.session.run([x, y], outs, section_types=["FWD"], train=False)
+    np.testing.assert_array_equal(model.w.sn_data.numpy(), w0)  # FWD alone does not step
+    samba.session.run([x, y], outs, train=False)
+    assert not np.array_equal(model.w.sn_data.numpy(), w0)  # the whole schedule does
+
+
+def test_inference_from_many_threads_matches_one(trained):
+    model, x, y, outs, pef = trained
+    s = samba.session
+    want = s.run([x, y], outs, section_types=["FWD"])[1].numpy()
+    got, errors = [], []
+
+    def infer():
+        try:
+            for _ in range(50):
+                got.append(s.run([x, y], outs, section_types=["FWD"])[1].numpy())
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=infer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 200
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+
+
 def test_run_arguments_are_refused_as_eager_ones_are(with_dropout):
     model, x, y, outs = with_dropout
     [rate] = samba.session.get_dropout_rate_argin_names()

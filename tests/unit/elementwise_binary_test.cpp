@@ -59,6 +59,19 @@ TEST(ElementwiseBinary, MatchesReferenceAcrossDTypesAndBroadcasting) {
     }
 }
 
+// A row vector (a bias) on either side, over few rows and over enough rows to
+// be split between threads: the runner reads it again for every row.
+TEST(ElementwiseBinary, RowVectorOperandsOnEitherSide) {
+  const std::pair<Dims, Dims> shapes[] = {
+      {{3}, {2, 3}}, {{5, 3, 7}, {1, 1, 7}}, {{1, 7}, {7}}, {{600, 300}, {300}}, {{300}, {600, 300}}};
+  for (const auto& c : kCases)
+    for (const auto& [sa, sb] : shapes) {
+      Tensor a = rand_tensor(sa, DType::Float64, 3, c.lo, c.hi);
+      Tensor b = rand_tensor(sb, DType::Float64, 4, c.lo, c.hi);
+      for (DType dt : kFloatDTypes) check_case(c, a, b, dt);
+    }
+}
+
 TEST(ElementwiseBinary, NonContiguousOperands) {
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.op);

@@ -16,6 +16,7 @@ _TRANSFER = {"parameters": 1, "buffers": 2, "optimizer_state": 4}
 _NAMES = {"section_types": 0, "weights": 1, "argins": 2, "dropout_rate": 3, "dropout_seed": 4, "outputs": 5,
           "inputs": 6}
 _MAX_OUTPUTS = 256
+_MAX_CACHED_RUN_OPTIONS = 64
 
 
 class _PerfReport(ctypes.Structure):
@@ -120,6 +121,7 @@ class SambaSession(DataParallelSession):
         self._tracing = threading.local()
         ## The outputs of the last trace_graph (empty before one), also set as model.output_tensors.
         self.output_tensors = []
+        self._run_options = {}  # selection -> samba_run_options, see run()
         if pef_path:
             self.reset(pef_path)
 
@@ -308,7 +310,41 @@ class SambaSession(DataParallelSession):
         reduce_on_rdu in device memory or else through pinned host buffers
         (the same results either way); a None argument takes
         set_data_parallel_defaults' value (the app's command line)."""
-        with Owned("run_options") as ro:
+        # Options made only of the selection (no argin values, gradients or data
+        # parallelism) are made once per selection and reused: making them costs
+        # several C calls per run, as much as running a small model. The engine
+        # only reads them, so runs on many threads share them.
+        data_parallel = self._data_parallel_args(data_parallel, reduce_on_rdu, data_parallel_mode)
+        plain = not hyperparam_dict and not grad_of_outputs and not data_parallel[0]
+        key = (graph_name, tuple(section_types), tuple(section_ids), run_from_call_id, run_until_call_id,
+               bool(train)) if plain else None
+        ro = self._run_options.get(key) if plain else None
+        if ro is None:
+            ro = self._make_run_options(hyperparam_dict, section_ids, section_types, run_until_call_id,
+                                        run_from_call_id, train, grad_of_outputs, graph_name, data_parallel)
+            if plain:
+                if len(self._run_options) >= _MAX_CACHED_RUN_OPTIONS:
+                    self._run_options.clear()  # a caller stepping through call ranges
+                self._run_options[key] = ro
+        try:
+            ins = list(input_tensors or [])
+            outs = (P * _MAX_OUTPUTS)()
+            n = c_size()
+            call("samba_session_run", self._h, to_handles(ins), ctypes.c_size_t(len(ins)),
+                 to_handles(list(output_tensors)), ctypes.c_size_t(len(output_tensors)), ro, outs,
+                 ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
+        finally:
+            if not plain:
+                ro.close()
+        return [SambaTensor._wrap(outs[i]) for i in range(n.value)]
+
+    @staticmethod
+    def _make_run_options(hyperparam_dict, section_ids, section_types, run_until_call_id, run_from_call_id,
+                          train, grad_of_outputs, graph_name, data_parallel):
+        """New samba_run_options for a run (the caller closes them); data_parallel is
+        the resolved (data_parallel, reduce_on_rdu, mode) of _data_parallel_args."""
+        ro = Owned("run_options")
+        try:
             if graph_name:
                 call("samba_run_options_set_graph_name", ro, graph_name.encode())
             for k, v in (hyperparam_dict or {}).items():
@@ -328,14 +364,14 @@ class SambaSession(DataParallelSession):
                 kept = [as_tensor(g) if g is not None else None for g in grad_of_outputs]
                 grads = (P * len(kept))(*[g.handle if g is not None else None for g in kept])
                 call("samba_run_options_set_grad_of_outputs", ro, grads, ctypes.c_size_t(len(grad_of_outputs)))
-            self._set_run_data_parallel(ro, data_parallel, reduce_on_rdu, data_parallel_mode)
-            ins = list(input_tensors or [])
-            outs = (P * _MAX_OUTPUTS)()
-            n = c_size()
-            call("samba_session_run", self._h, to_handles(ins), ctypes.c_size_t(len(ins)),
-                 to_handles(list(output_tensors)), ctypes.c_size_t(len(output_tensors)), ro, outs,
-                 ctypes.c_size_t(_MAX_OUTPUTS), ctypes.byref(n))
-        return [SambaTensor._wrap(outs[i]) for i in range(n.value)]
+            dp, rdu, mode = data_parallel
+            if dp:
+                call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if rdu else 0),
+                     mode.encode())
+        except BaseException:
+            ro.close()
+            raise
+        return ro
 
     def _names(self, kind):
         n = c_size()
