@@ -191,13 +191,18 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
     if (static_cast<double>(tasks) / static_cast<double>(rounds * threads) >= 0.9) break;
   }
   // Prefer panels along N (each task streams all of A against its own slice
-  // of B), then split M for the rest.
+  // of B), then split M for the rest. Every task packs all of the operand
+  // that is not split, so a tall output (the weight gradient of a wide
+  // layer or of the LM head, 50257 x 768) is split along M: its tasks share
+  // the small B instead of each packing all of the tall A.
   int64_t tn = 1;
-  for (int64_t d = tiles; d >= 1; --d)
-    if (tiles % d == 0 && n / d >= 64) {
-      tn = d;
-      break;
-    }
+  if (m < 2 * n) {
+    for (int64_t d = tiles; d >= 1; --d)
+      if (tiles % d == 0 && n / d >= 64) {
+        tn = d;
+        break;
+      }
+  }
   int64_t tm = tiles / tn;
   if (m / tm < 8) tm = std::max<int64_t>(1, m / 8);
   p.bn = std::min(n, round_up((n + tn - 1) / tn, tile_col_align()));

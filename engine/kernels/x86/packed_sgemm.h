@@ -80,6 +80,14 @@ struct PackedSgemm {
       for (int64_t v = 0; v < count; ++v) dst[p * stride + v] = src[v][p];
   }
 
+  // kMr contiguous floats from src to dst (the AVX-512 file is built without
+  // the auto-vectorizer, so the copy is spelled out).
+  static void copy_row(const float* src, float* dst) {
+    int64_t r = 0;
+    for (; r + 4 <= kMr; r += 4) _mm_storeu_ps(dst + r, _mm_loadu_ps(src + r));
+    for (; r < kMr; ++r) dst[r] = src[r];
+  }
+
   // Rows [i0, i0 + mc) x depth [p0, p0 + kc) of op(A) as kMr-row panels, each
   // stored depth-major ([p][r]) and zero-padded to kMr rows.
   static void pack_a(const GemmOperand<float>& op, const float* a, int64_t i0, int64_t mc,
@@ -91,7 +99,7 @@ struct PackedSgemm {
         const float* rows[kMr];
         for (int64_t r = 0; r < mr; ++r) rows[r] = a + (i0 + ir + r) * op.ld + p0;
         pack_transposed(rows, mr, kc, d, kMr);
-      } else {
+      } else if (mr < kMr) {
         for (int64_t p = 0; p < kc; ++p) {
           const float* src = a + (p0 + p) * op.ld + i0 + ir;
           for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = src[r];
@@ -99,6 +107,17 @@ struct PackedSgemm {
       }
       for (int64_t r = mr; r < kMr; ++r)
         for (int64_t p = 0; p < kc; ++p) d[p * kMr + r] = 0.0f;
+    }
+    if (!op.trans) return;
+    // Op(A) stored transposed (the weight gradient's xᵀ, the LM head's
+    // dLogitsᵀ): each depth step is a run of mc contiguous floats of one
+    // stored row, which the full panels take kMr at a time. Row by row, so
+    // the reads are sequential: panel by panel, each depth step would touch
+    // a new cache line and, for the LM head's 50257-float rows, a new page.
+    const int64_t full = mc / kMr * kMr;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = a + (p0 + p) * op.ld + i0;
+      for (int64_t ir = 0; ir < full; ir += kMr) copy_row(src + ir, dst + ir * kc + p * kMr);
     }
   }
 
