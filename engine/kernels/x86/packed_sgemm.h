@@ -62,19 +62,21 @@ struct PackedSgemm {
 
   // Copies `count` (<= 8) source vectors src[v] + 0 .. kc, each contiguous
   // along the depth, into dst[p * stride + v] (depth-major), through 8 x 8
-  // transposes; `count` lanes of each transposed vector are stored.
+  // transposes. Each transposed vector is stored whole, in increasing p:
+  // lanes from `count` on are zeros, and where the stride is below 8 they
+  // run into the next depth step's slots, which its own store then rewrites;
+  // the last store runs up to 8 - stride floats past the panel (the packing
+  // buffers have room for it). Masked stores, which kept to `count` lanes,
+  // are slow on AMD's cores, and the A panels (stride 6) went through them.
   static void pack_transposed(const float* const* src, int64_t count, int64_t kc, float* dst,
                               int64_t stride) {
-    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                       0,  0,  0,  0,  0,  0,  0,  0};
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - count));
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
       __m256 r[8];
       for (int64_t v = 0; v < 8; ++v)
         r[v] = v < count ? _mm256_loadu_ps(src[v] + p) : _mm256_setzero_ps();
       transpose8(r);
-      for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(dst + (p + q) * stride, mask, r[q]);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * stride, r[q]);
     }
     for (; p < kc; ++p)
       for (int64_t v = 0; v < count; ++v) dst[p * stride + v] = src[v][p];
@@ -254,7 +256,8 @@ struct PackedSgemm {
     const int64_t depth_blocks = (k + kKc - 1) / kKc;
     // Equal depth blocks, rounded up to whole 8 x 8 pack transposes.
     const int64_t kc_max = min64(k, ((k + depth_blocks - 1) / depth_blocks + 7) / 8 * 8);
-    float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max));
+    // The A panels' last transposed store runs 8 - kMr floats past them.
+    float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max + 8));
     float* pb = gemm_scratch(1, static_cast<size_t>(nc_max * kc_max));
     for (int64_t jc = 0; jc < cols; jc += kNc) {
       const int64_t nc = min64(kNc, cols - jc);
