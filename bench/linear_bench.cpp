@@ -150,25 +150,39 @@ void model_gemm_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_ModelGemm)->Apply(model_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// The GEMM layer alone (no op dispatch, output reused) with bias and each activation.
+// c = op(a) @ op(b) as GEMM-layer arguments; a transposed operand is stored
+// (k, m) or (n, k).
+ops::GemmArgs<float> gemm_args(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c) {
+  ops::GemmArgs<float> g;
+  g.m = c.shape()[0], g.n = c.shape()[1], g.k = trans_b ? b.shape()[1] : b.shape()[0];
+  g.a = {a.data<float>(), a.shape()[1], trans_a};
+  g.b = {b.data<float>(), b.shape()[1], trans_b};
+  g.c = c.data<float>();
+  g.ldc = g.n;
+  return g;
+}
+
+// The GEMM layer alone: no op dispatch, the output reused.
+void time_gemm(benchmark::State& state, const ops::GemmArgs<float>& g) {
+  FlopCounter fc(state, static_cast<double>(g.m), static_cast<double>(g.n),
+                 static_cast<double>(g.k));
+  for (auto _ : state) {
+    ops::gemm(g);
+    benchmark::ClobberMemory();
+  }
+}
+
+// The GEMM layer with bias and each activation.
 void BM_GemmEpilogue(benchmark::State& state) {
   const int64_t m = 1024, k = 784, n = 2048;
   const auto act = static_cast<ops::Activation>(state.range(0));
   Tensor x = filled({m, k}, 1.0f), w = filled({n, k}, 0.05f), b = filled({n}, 0.1f);
   Tensor c = Tensor::empty({m, n}, DType::Float32);
-  ops::GemmArgs<float> g;
-  g.m = m, g.n = n, g.k = k;
-  g.a = {x.data<float>(), k, false};
-  g.b = {w.data<float>(), k, true};
-  g.c = c.data<float>();
-  g.ldc = n;
+  ops::GemmArgs<float> g = gemm_args(x, false, w, true, c);
   g.bias = b.data<float>();
   g.act = act;
-  FlopCounter fc(state, m, n, k);
-  for (auto _ : state) {
-    ops::gemm(g);
-    benchmark::ClobberMemory();
-  }
+  time_gemm(state, g);
   state.SetLabel("bias+" + std::string(ops::activation_name(act)));
 }
 BENCHMARK(BM_GemmEpilogue)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -183,19 +197,10 @@ void BM_Gpt2Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
   on_pool(static_cast<int>(state.range(5)), ops::GemmKernel::Auto, [&] {
-  Tensor a = filled(ta ? Dims{k, m} : Dims{m, k}, 1.0f), b = filled(tb ? Dims{n, k} : Dims{k, n}, 0.05f);
-  Tensor c = Tensor::empty({m, n}, DType::Float32);
-  ops::GemmArgs<float> g;
-  g.m = m, g.n = n, g.k = k;
-  g.a = {a.data<float>(), ta ? m : k, ta};
-  g.b = {b.data<float>(), tb ? k : n, tb};
-  g.c = c.data<float>();
-  g.ldc = n;
-  FlopCounter fc(state, m, n, k);
-  for (auto _ : state) {
-    ops::gemm(g);
-    benchmark::ClobberMemory();
-  }
+    Tensor a = filled(ta ? Dims{k, m} : Dims{m, k}, 1.0f);
+    Tensor b = filled(tb ? Dims{n, k} : Dims{k, n}, 0.05f);
+    Tensor c = Tensor::empty({m, n}, DType::Float32);
+    time_gemm(state, gemm_args(a, ta, b, tb, c));
   });
 }
 void gpt2_gemm_shapes(benchmark::internal::Benchmark* b) {
