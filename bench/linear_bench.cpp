@@ -150,28 +150,76 @@ void model_gemm_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_ModelGemm)->Apply(model_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// The GEMM layer alone (no op dispatch, output reused) with bias and each activation.
+// c = op(a) @ op(b) as GEMM-layer arguments; a transposed operand is stored
+// (k, m) or (n, k).
+ops::GemmArgs<float> gemm_args(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c) {
+  ops::GemmArgs<float> g;
+  g.m = c.shape()[0], g.n = c.shape()[1], g.k = trans_b ? b.shape()[1] : b.shape()[0];
+  g.a = {a.data<float>(), a.shape()[1], trans_a};
+  g.b = {b.data<float>(), b.shape()[1], trans_b};
+  g.c = c.data<float>();
+  g.ldc = g.n;
+  return g;
+}
+
+// The GEMM layer alone: no op dispatch, the output reused.
+void time_gemm(benchmark::State& state, const ops::GemmArgs<float>& g) {
+  FlopCounter fc(state, static_cast<double>(g.m), static_cast<double>(g.n),
+                 static_cast<double>(g.k));
+  for (auto _ : state) {
+    ops::gemm(g);
+    benchmark::ClobberMemory();
+  }
+}
+
+// The GEMM layer with bias and each activation.
 void BM_GemmEpilogue(benchmark::State& state) {
   const int64_t m = 1024, k = 784, n = 2048;
   const auto act = static_cast<ops::Activation>(state.range(0));
   Tensor x = filled({m, k}, 1.0f), w = filled({n, k}, 0.05f), b = filled({n}, 0.1f);
   Tensor c = Tensor::empty({m, n}, DType::Float32);
-  ops::GemmArgs<float> g;
-  g.m = m, g.n = n, g.k = k;
-  g.a = {x.data<float>(), k, false};
-  g.b = {w.data<float>(), k, true};
-  g.c = c.data<float>();
-  g.ldc = n;
+  ops::GemmArgs<float> g = gemm_args(x, false, w, true, c);
   g.bias = b.data<float>();
   g.act = act;
-  FlopCounter fc(state, m, n, k);
-  for (auto _ : state) {
-    ops::gemm(g);
-    benchmark::ClobberMemory();
-  }
+  time_gemm(state, g);
   state.SetLabel("bias+" + std::string(ops::activation_name(act)));
 }
 BENCHMARK(BM_GemmEpilogue)->DenseRange(0, 5)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The products of a GPT-2 small training step (1024 tokens: batch 8 x 128,
+// hidden 768, vocabulary 50257) at the GEMM layer, each in the operand layout
+// the step's ops give it: Hugging Face's Conv1D forward (addmm, weight stored
+// in x out), its dX (matmul_nt) and dW (matmul_tn), and the LM head's forward
+// (linear), dX (matmul) and dW (matmul_tn). Args: m, n, k, trans_a, trans_b,
+// threads (0 = the default pool; 1 shows one core's kernel efficiency).
+void BM_Gpt2Gemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  on_pool(static_cast<int>(state.range(5)), ops::GemmKernel::Auto, [&] {
+    Tensor a = filled(ta ? Dims{k, m} : Dims{m, k}, 1.0f);
+    Tensor b = filled(tb ? Dims{n, k} : Dims{k, n}, 0.05f);
+    Tensor c = Tensor::empty({m, n}, DType::Float32);
+    time_gemm(state, gemm_args(a, ta, b, tb, c));
+  });
+}
+void gpt2_gemm_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "ta", "tb", "threads"});
+  const int64_t t = 1024, vocab = 50257;
+  const int64_t layers[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
+  for (int64_t threads : {0, 1}) {
+    for (const auto& l : layers) {
+      const int64_t in = l[0], out = l[1];
+      b->Args({t, out, in, 0, 0, threads});  // Conv1D forward: x @ W
+      b->Args({t, in, out, 0, 1, threads});  // dX = dY @ Wᵀ
+      b->Args({in, out, t, 1, 0, threads});  // dW = xᵀ @ dY
+    }
+    b->Args({t, vocab, 768, 0, 1, threads});  // LM head forward: x @ Wᵀ
+    b->Args({t, 768, vocab, 0, 0, threads});  // dX = dLogits @ W
+    b->Args({vocab, 768, t, 1, 0, threads});  // dW = dLogitsᵀ @ x
+  }
+}
+BENCHMARK(BM_Gpt2Gemm)->Apply(gpt2_gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Eigen's single-threaded SGEMM of the linear forward shape: the per-core reference.
 void BM_EigenSgemmSingleThread(benchmark::State& state) {

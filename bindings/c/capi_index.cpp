@@ -141,6 +141,13 @@ BasicIndexed apply_basic(const Tensor& t, const samba_index& idx) {
         r.view = op1("select", r.view, {{"dim", d}, {"index", it.value}});
         break;
       case IndexItem::Slice: {
+        // `:` keeps the dim whole, as `...` does: no op, so a graph does not
+        // copy the tensor once more in its backward (Hugging Face's LM loss,
+        // logits[..., :-1, :], would add a slice_backward of all the logits).
+        if (!it.start && !it.stop && it.step == 1) {
+          ++d;
+          break;
+        }
         Attrs a{{"dim", d}, {"step", it.step}};
         if (it.start) a.set("start", *it.start);
         if (it.stop) a.set("end", *it.stop);

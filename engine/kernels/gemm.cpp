@@ -190,14 +190,20 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
     tiles = t;
     if (static_cast<double>(tasks) / static_cast<double>(rounds * threads) >= 0.9) break;
   }
-  // Prefer panels along N (each task streams all of A against its own slice
-  // of B), then split M for the rest.
+  // Every task packs all of the operand it does not split, so split the
+  // output along its longer side: panels along N (each task streams all of
+  // A against its own slice of B) when it is at least as wide as tall, else
+  // rows, so that the tasks of a tall output (the LM head's weight gradient,
+  // 50257 x 768, or its input gradient, 1024 x 768 over 50257) share the
+  // smaller B instead of each packing all of A. Then split the other side.
   int64_t tn = 1;
-  for (int64_t d = tiles; d >= 1; --d)
-    if (tiles % d == 0 && n / d >= 64) {
-      tn = d;
-      break;
-    }
+  if (m <= n) {
+    for (int64_t d = tiles; d >= 1; --d)
+      if (tiles % d == 0 && n / d >= 64) {
+        tn = d;
+        break;
+      }
+  }
   int64_t tm = tiles / tn;
   if (m / tm < 8) tm = std::max<int64_t>(1, m / 8);
   p.bn = std::min(n, round_up((n + tn - 1) / tn, tile_col_align()));

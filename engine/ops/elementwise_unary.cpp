@@ -488,7 +488,12 @@ void register_clamp_and_casts(OpRegistry& r) {
         });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
-        return {call1("cast", {grad_of(c)}, {{"dtype", c.inputs[0].dtype()}})};
+        // A cast to the dtype it had (torch's .contiguous(), .float() on a
+        // float) passes the gradient through, as add does, rather than
+        // copying it (Hugging Face's LM loss: all the logits' gradient).
+        const Tensor& g = grad_of(c);
+        if (g.dtype() == c.inputs[0].dtype()) return {g};
+        return {call1("cast", {g}, {{"dtype", c.inputs[0].dtype()}})};
       });
 }
 

@@ -181,14 +181,16 @@ def test_eager_sgd_with_max_grad_norm_matches_pytorch():
     np.testing.assert_allclose(b.numpy(), b_ref, rtol=1e-5, atol=1e-6)
 
 
-def test_eager_adamw_steps_round_like_pytorch():
+@pytest.mark.parametrize("shape", [(4, 8), (3, 1001)])
+def test_eager_adamw_steps_round_like_pytorch(shape):
     """Steps of size lr from parameters at 0 show the update's relative error:
-    1 - beta2 computed in float32 (1.3e-5 off for 0.999) moved each by 6.5e-6."""
+    1 - beta2 computed in float32 (1.3e-5 off for 0.999) moved each by 6.5e-6.
+    3 x 1001 elements cross the update's vector chunks and end mid-vector."""
     torch = pytest.importorskip("torch")
-    grads = np.random.default_rng(3).standard_normal((4, 8)).astype(np.float32)
+    grads = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     hyper = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
-    w = samba.zeros(4, 8).requires_grad_()
-    ref = torch.zeros(4, 8, requires_grad=True)
+    w = samba.zeros(*shape).requires_grad_()
+    ref = torch.zeros(*shape, requires_grad=True)
     opt, ref_opt = optim.AdamW([w], **hyper), torch.optim.AdamW([ref], **hyper)
     for step in range(3):
         g = grads * (step + 1)

@@ -383,3 +383,41 @@ def test_sambaloader_names_order_errors_timeout_and_close():
         next(iter(samba.SambaLoader(_Batches(1), ["a", "b", "c"])))
     with pytest.raises(ValueError, match="maxsize"):
         samba.SambaLoader(_Batches(1), ["a"], maxsize=0)
+
+
+class ShiftedLoss:
+    """Hugging Face's LM loss shape: logits[..., :-1, :].contiguous() before the loss."""
+
+    def __init__(self):
+        self.w = samba.parameter("shift.weight", (2, 3, 4), materializer="ones")
+
+    def parameters(self):
+        return [self.w]
+
+    def __call__(self, x):
+        return ((self.w * x)[..., :-1, :].contiguous() * x[..., 1:, :]).sum()
+
+
+def test_hugging_face_loss_shift_copies_once_in_the_backward(tmp_path):
+    """`:` keeps a dim whole as `...` does, so x[..., :-1, :] is one slice and
+    its backward one slice_backward (each is a copy of the whole tensor), and
+    the gradient of .contiguous() (a cast to the same dtype) is passed through
+    rather than copied: one cast, in the forward. The gradient is still the
+    sliced one."""
+    model = ShiftedLoss()
+    xv = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
+    x = samba.from_numpy(xv, name="x")
+    opt = samba.optim.SGD(model.parameters(), lr=1.0)
+    pef = samba.session.compile(model, (x,), opt, name="shift", pef_path=str(tmp_path / "shift.pef"))
+    outs = utils.trace_graph(model, (x,), opt, pef=pef)
+    trace = tmp_path / "trace.json"
+    with samba.session.samba_profile(str(trace)):
+        samba.session.run([x], outs)
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    kernels = [e["name"] for e in events if e.get("cat") == "kernel"]
+    assert sum(n.startswith("slice_backward") for n in kernels) == 1, kernels
+    assert sum("cast" in n for n in kernels) == 1, kernels
+    grad = np.zeros_like(xv)
+    grad[:, :-1, :] = xv[:, 1:, :] * xv[:, :-1, :]
+    np.testing.assert_allclose(model.w.sn_grad.numpy(), grad, rtol=1e-6, atol=1e-6)

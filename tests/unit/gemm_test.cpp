@@ -185,6 +185,11 @@ TEST(Gemm, BigProductsAreTiledAcrossThreads) {
     SCOPED_TRACE(threads);
     check_case<float>({37, 1001, 50, false, true, 1.0, 0.0, true, Activation::Relu}, 1e-4);
     check_case<float>({301, 45, 120, true, false, 1.0, 1.0, false, Activation::None}, 1e-4);
+    // A tall output is split along its rows (the LM head's weight gradient):
+    // op(A) read transposed, tiles and register blocks ending mid-panel, and
+    // several depth blocks, with the epilogue.
+    check_case<float>({1003, 70, 530, true, false, 1.0, 0.0, true, Activation::Relu}, 1e-4);
+    check_case<float>({1003, 70, 530, false, false, 0.5, 1.0, false, Activation::None}, 1e-4);
     check_case<double>({150, 140, 96, true, true, 0.5, 0.0, true, Activation::GeluErf}, 1e-11);
     check_case<float>({2000, 1, 800, false, false, 1.0, 0.0, false, Activation::None},
                       1e-4);  // GEMV

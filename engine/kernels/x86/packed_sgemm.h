@@ -62,22 +62,32 @@ struct PackedSgemm {
 
   // Copies `count` (<= 8) source vectors src[v] + 0 .. kc, each contiguous
   // along the depth, into dst[p * stride + v] (depth-major), through 8 x 8
-  // transposes; `count` lanes of each transposed vector are stored.
+  // transposes. Each transposed vector is stored whole, in increasing p:
+  // lanes from `count` on are zeros, and where the stride is below 8 they
+  // run into the next depth step's slots, which its own store then rewrites;
+  // the last store runs up to 8 - stride floats past the panel (the packing
+  // buffers have room for it). Masked stores, which kept to `count` lanes,
+  // are slow on AMD's cores, and the A panels (stride 6) went through them.
   static void pack_transposed(const float* const* src, int64_t count, int64_t kc, float* dst,
                               int64_t stride) {
-    alignas(32) static constexpr int32_t kLanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                       0,  0,  0,  0,  0,  0,  0,  0};
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kLanes + 8 - count));
     int64_t p = 0;
     for (; p + 8 <= kc; p += 8) {
       __m256 r[8];
       for (int64_t v = 0; v < 8; ++v)
         r[v] = v < count ? _mm256_loadu_ps(src[v] + p) : _mm256_setzero_ps();
       transpose8(r);
-      for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(dst + (p + q) * stride, mask, r[q]);
+      for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * stride, r[q]);
     }
     for (; p < kc; ++p)
       for (int64_t v = 0; v < count; ++v) dst[p * stride + v] = src[v][p];
+  }
+
+  // kMr contiguous floats from src to dst (the AVX-512 file is built without
+  // the auto-vectorizer, so the copy is spelled out).
+  static void copy_row(const float* src, float* dst) {
+    int64_t r = 0;
+    for (; r + 4 <= kMr; r += 4) _mm_storeu_ps(dst + r, _mm_loadu_ps(src + r));
+    for (; r < kMr; ++r) dst[r] = src[r];
   }
 
   // Rows [i0, i0 + mc) x depth [p0, p0 + kc) of op(A) as kMr-row panels, each
@@ -91,7 +101,7 @@ struct PackedSgemm {
         const float* rows[kMr];
         for (int64_t r = 0; r < mr; ++r) rows[r] = a + (i0 + ir + r) * op.ld + p0;
         pack_transposed(rows, mr, kc, d, kMr);
-      } else {
+      } else if (mr < kMr) {
         for (int64_t p = 0; p < kc; ++p) {
           const float* src = a + (p0 + p) * op.ld + i0 + ir;
           for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = src[r];
@@ -99,6 +109,17 @@ struct PackedSgemm {
       }
       for (int64_t r = mr; r < kMr; ++r)
         for (int64_t p = 0; p < kc; ++p) d[p * kMr + r] = 0.0f;
+    }
+    if (!op.trans) return;
+    // Op(A) stored transposed (the weight gradient's xᵀ, the LM head's
+    // dLogitsᵀ): each depth step is a run of mc contiguous floats of one
+    // stored row, which the full panels take kMr at a time. Row by row, so
+    // the reads are sequential: panel by panel, each depth step would touch
+    // a new cache line and, for the LM head's 50257-float rows, a new page.
+    const int64_t full = mc / kMr * kMr;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = a + (p0 + p) * op.ld + i0;
+      for (int64_t ir = 0; ir < full; ir += kMr) copy_row(src + ir, dst + ir * kc + p * kMr);
     }
   }
 
@@ -235,7 +256,8 @@ struct PackedSgemm {
     const int64_t depth_blocks = (k + kKc - 1) / kKc;
     // Equal depth blocks, rounded up to whole 8 x 8 pack transposes.
     const int64_t kc_max = min64(k, ((k + depth_blocks - 1) / depth_blocks + 7) / 8 * 8);
-    float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max));
+    // The A panels' last transposed store runs 8 - kMr floats past them.
+    float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max + 8));
     float* pb = gemm_scratch(1, static_cast<size_t>(nc_max * kc_max));
     for (int64_t jc = 0; jc < cols; jc += kNc) {
       const int64_t nc = min64(kNc, cols - jc);
