@@ -16,8 +16,10 @@ import (
 // (exclusive); -1 leaves a bound open.
 type CallRange struct{ From, Until int64 }
 
-// DataParallel are the data-parallel run arguments. One session emulates
-// one device, so a run with them fails with Unsupported.
+// DataParallel are the data-parallel run arguments: the run all-reduces the
+// gradients of a PEF compiled for data parallel over the ranks of an mpirun
+// job (include/samba/dist.h, docs/distributed-runtime.md). Mode: "normal",
+// "inorder" or "optimal".
 type DataParallel struct {
 	ReduceOnRDU bool
 	Mode        string

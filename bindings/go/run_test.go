@@ -144,7 +144,7 @@ func TestRunOptionsSelectWhatRuns(t *testing.T) {
 		{&RunOptions{SectionIDs: []int32{999}}, NotFound},
 		{&RunOptions{Calls: &CallRange{From: -2, Until: -1}}, InvalidArgument},
 		{&RunOptions{GraphName: "no_such_graph"}, NotFound},
-		{&RunOptions{DataParallel: &DataParallel{Mode: "normal"}}, Unsupported},
+		{&RunOptions{DataParallel: &DataParallel{Mode: "normal"}}, InvalidArgument}, // not compiled for data parallel
 	}
 	for _, r := range refused {
 		_, err := c.s.Run([]*Tensor{c.x, c.y}, c.outs, r.opts)

@@ -24,6 +24,7 @@ BucketReducer::BucketReducer(Communicator& comm, std::vector<ReduceRange> bucket
     const size_t bytes = buckets[b].count * element_size(buckets[b].dtype);
     buckets_[b].staging = Storage::allocate(bytes, false, pinned_pool());
   }
+  polling_.reserve(buckets_.size());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -140,33 +141,36 @@ void BucketReducer::loop() {
       s.start_time = std::chrono::steady_clock::now();
       ++next_;
     }
-    bool in_flight = false;
-    for (Slot& s : buckets_) in_flight |= s.started && !s.done;
-    if (!in_flight || error_) {
+    // The buckets in flight, noted under the lock: once the last is done a
+    // waiter may begin the next step and reset the slots.
+    polling_.clear();
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (buckets_[b].started && !buckets_[b].done) polling_.push_back(b);
+    if (polling_.empty() || error_) {
       if (error_) done_cv_.notify_all();
       work_cv_.wait(lock);
       continue;
     }
-    // Poll the buckets in flight without holding the lock, so backward's
-    // threads can mark buckets ready meanwhile.
+    // Poll them without holding the lock, so backward's threads can mark
+    // buckets ready meanwhile. No other thread touches an in-flight slot.
     lock.unlock();
     bool progressed = false;
     std::exception_ptr err;
-    for (size_t b = 0; b < buckets_.size() && !err; ++b) {
+    for (size_t k = 0; k < polling_.size() && !err; ++k) {
+      const size_t b = polling_[k];
       Slot& s = buckets_[b];
-      if (!s.started || s.done) continue;  // started/done change only on this thread
       try {
         if (comm_.test(*s.collective)) {
           finish(s);
+          progressed = true;
           lock.lock();
           s.done = true;
           lock.unlock();
-          progressed = true;
         } else if (std::chrono::steady_clock::now() - s.start_time > timeout()) {
           fail(Status::Timeout,
                "REDUCE: rank {} of {}: the all-reduce of gradient bucket {} did not complete "
-               "within {} ms: "
-               "another rank failed, was killed or runs a different program; end the job",
+               "within {} ms: another rank failed, was killed or runs a different program; end "
+               "the job",
                comm_.rank(), comm_.size(), b, timeout().count());
         }
       } catch (...) {

@@ -83,6 +83,7 @@ class BucketReducer {
   std::condition_variable work_cv_;  // ready buckets, stop
   std::condition_variable done_cv_;  // reduced buckets, errors
   size_t next_ = 0;                  // the first bucket not yet started
+  std::vector<size_t> polling_;      // the communication thread's: buckets in flight
   bool staged_ = false;
   bool stop_ = false;
   std::exception_ptr error_;

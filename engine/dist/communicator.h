@@ -84,6 +84,11 @@ void set_timeout(std::chrono::milliseconds t);
 // Waits for `c` by polling, up to timeout(); on timeout throws Timeout
 // naming `what`, this rank and the world size.
 void wait(Communicator& comm, Collective& c, std::string_view what);
+// As wait, for a collective on buffers the caller would free on failure:
+// when the wait fails, `c` and `buffers` are kept until process exit, since
+// MPI may still complete the collective into them (a late peer).
+void wait(Communicator& comm, std::unique_ptr<Collective> c, std::shared_ptr<void> buffers,
+          std::string_view what);
 
 // The message of a build without MPI.
 inline constexpr std::string_view kNoMpi = "built without MPI: install libopenmpi-dev and rebuild";

@@ -1,6 +1,8 @@
 // What the MPI and no-MPI builds share: the timeout and the polling wait.
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -72,6 +74,19 @@ void wait(Communicator& comm, Collective& c, std::string_view what) {
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void wait(Communicator& comm, std::unique_ptr<Collective> c, std::shared_ptr<void> buffers,
+          std::string_view what) {
+  try {
+    wait(comm, *c, what);
+  } catch (...) {
+    static std::mutex mu;
+    static auto* abandoned = new std::vector<std::pair<std::unique_ptr<Collective>, std::shared_ptr<void>>>;
+    std::lock_guard<std::mutex> lock(mu);
+    abandoned->emplace_back(std::move(c), std::move(buffers));
+    throw;
   }
 }
 

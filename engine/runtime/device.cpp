@@ -124,6 +124,11 @@ void DeviceMemory::fence_to_plan([[maybe_unused]] const pef::ProgramDesc& progra
   for (const auto& t : program.tensors)
     if (t.role != pef::TensorRole::Alias && pef::in_activation_area(t.role) == activation)
       used[static_cast<int>(t.mem)].emplace_back(t.arena_offset, t.nbytes);
+  // A REDUCE bucket is all-reduced whole: its gradients and the alignment
+  // gaps between them, which the verifier checked no other tensor uses.
+  if (!activation)
+    for (const auto& b : program.data_parallel.buckets)
+      used[static_cast<int>(b.mem)].emplace_back(b.arena_offset, b.nbytes);
   for (int m = 0; m < pef::kNumMemTypes; ++m) arenas_[m].fence_outside(used[m]);
 #endif
 }

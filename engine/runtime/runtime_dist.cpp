@@ -40,10 +40,13 @@ void Runtime::check_same_program(dist::Communicator& comm) {
   struct Identity {
     uint64_t fingerprint;
     int64_t world_size;
-  } mine{program_fingerprint(d), d.data_parallel.world_size};
-  std::vector<Identity> all(static_cast<size_t>(comm.size()));
-  auto c = comm.start_allgather(&mine, sizeof mine, all.data());
-  dist::wait(comm, *c, "trace_graph: comparing the PEF across ranks");
+  };
+  // Every rank's identity after this rank's own (kept alive if the wait fails).
+  auto ids = std::make_shared<std::vector<Identity>>(static_cast<size_t>(comm.size()) + 1);
+  (*ids)[0] = {program_fingerprint(d), d.data_parallel.world_size};
+  auto c = comm.start_allgather(ids->data(), sizeof(Identity), ids->data() + 1);
+  dist::wait(comm, std::move(c), ids, "trace_graph: comparing the PEF across ranks");
+  const Identity* all = ids->data() + 1;
   std::vector<int> differ;
   for (int r = 1; r < comm.size(); ++r)
     if (all[static_cast<size_t>(r)].fingerprint != all[0].fingerprint) differ.push_back(r);
@@ -101,7 +104,8 @@ std::vector<Tensor> Runtime::gather(dist::Communicator* comm,
     }
     auto c = comm->start_gather(v.raw_data(), v.nbytes(),
                                 comm->rank() == 0 ? out[i].raw_data() : nullptr, 0);
-    dist::wait(*comm, *c, fmt::format("gather of '{}' to rank 0", names[i]));
+    dist::wait(*comm, std::move(c), std::make_shared<std::pair<Tensor, Tensor>>(v, out[i]),
+               fmt::format("gather of '{}' to rank 0", names[i]));
   }
   return out;
 }

@@ -11,11 +11,11 @@
  * MPI_Comm_c2f returns. docs/distributed-runtime.md describes the PEF fields,
  * buckets, overlap modes, summation order and fault handling.
  *
- * In a library built without MPI every function below except
- * samba_dist_available, samba_dist_rank, samba_dist_world_size and
- * samba_dist_is_distributed (which describe a plain process) fails with
- * UNSUPPORTED, its message naming the missing component ("built without
- * MPI: install libopenmpi-dev and rebuild").
+ * In a library built without MPI (samba_dist_available gives 0) the process
+ * is a plain one: rank 0 of 1. samba_dist_init and samba_dist_init_with_comm
+ * fail with UNSUPPORTED, naming the missing component ("built without MPI:
+ * install libopenmpi-dev and rebuild"), as do a data-parallel run and
+ * samba_dist_abort under mpirun; the rest behave as in a plain process.
  *
  * Thread safety: the process has one distributed context; these functions
  * may be called from any thread, but collectives (a session's broadcast,
@@ -106,9 +106,9 @@ SAMBA_API samba_status samba_compile_options_set_data_parallel(samba_compile_opt
  * every rank. A collective: every rank calls it with the same arguments.
  * trace_graph and init_multigraph_runtime do it for parameters, buffers and
  * optimizer state when distributed (profile event
- * PyRT_SET_TENSORS_BROADCAST). A plain process returns OK at once. Errors:
- * NULL_POINTER, INVALID_STATE (no PEF loaded), OUT_OF_RANGE (root), UNSUPPORTED
- * (built without MPI under mpirun), TIMEOUT, CANCELLED (a peer aborted). */
+ * PyRT_SET_TENSORS_BROADCAST). A process that is not distributed returns OK
+ * at once. Errors: NULL_POINTER, INVALID_ARGUMENT (`what`), INVALID_STATE (no
+ * PEF loaded), OUT_OF_RANGE (root), TIMEOUT, CANCELLED (a peer aborted). */
 SAMBA_API samba_status samba_session_broadcast(samba_session* session, samba_transfer_kinds what,
                                                int32_t root);
 

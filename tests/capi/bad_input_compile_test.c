@@ -82,7 +82,7 @@ int main(void) {
   CHECK_FAILS(samba_trace_options_create(NULL), SAMBA_ERR_NULL_POINTER, "out");
   CHECK_OK(samba_trace_options_create(&to));
   CHECK_FAILS(samba_trace_options_set_data_parallel_mode(to, "sideways"), SAMBA_ERR_INVALID_ARGUMENT, "sideways");
-  CHECK_FAILS(samba_trace_options_set_data_parallel_mode(to, "optimal"), SAMBA_ERR_UNSUPPORTED, "one");
+  CHECK_OK(samba_trace_options_set_data_parallel_mode(to, "optimal"));
   CHECK_FAILS(samba_trace_options_set_custom_grad(to, "out", NULL), SAMBA_ERR_NULL_POINTER, "values");
   CHECK_FAILS(samba_run_options_create(NULL), SAMBA_ERR_NULL_POINTER, "out");
   CHECK_OK(samba_run_options_create(&ro));

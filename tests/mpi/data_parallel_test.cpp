@@ -72,6 +72,13 @@ Compiled compile(Model m, bool adamw, int64_t batch, int32_t world_size, const s
   return c;
 }
 
+void release(Compiled& c) {
+  samba_session_release(c.session);
+  samba_optimizer_release(c.opt);
+  for (samba_tensor* p : c.model.params) samba_tensor_release(p);
+  c = Compiled{};
+}
+
 // trace_graph without re-tracing: the device starts from the weights the
 // PEF embeds (this rank's own), then takes rank 0's.
 samba_status trace(Compiled& c, const char* mode) {
@@ -216,6 +223,7 @@ void measure_global() {
   MPI_Allreduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   MPI_Allreduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   DP_CHECK(lo == hi);
+  release(c);
   samba_run_options_release(ro);
   samba_tensor_release(x);
   samba_tensor_release(y);
@@ -270,6 +278,9 @@ void bad_input() {
   samba_run_options_release(ro);
   samba_tensor_release(x);
   samba_tensor_release(y);
+  release(plain);
+  release(other);
+  release(mixed);
   std::printf("rank %d: bad input refused: no REDUCE, world size, differing PEFs, timeout\n",
               g_rank);
 }

@@ -169,7 +169,7 @@ impl TraceOptions {
         let s = unsafe { sys::samba_trace_options_set_transfer_device(self.0, on as i32) };
         self.set(s)
     }
-    /// "normal" (the only mode of one emulated device).
+    /// "normal", "inorder" or "optimal": the data-parallel mode of later runs.
     pub fn data_parallel_mode(self, mode: &str) -> Result<Self> {
         let m = cstr(mode)?;
         let s = unsafe { sys::samba_trace_options_set_data_parallel_mode(self.0, m.as_ptr()) };
@@ -234,8 +234,9 @@ impl RunOptions {
         let s = unsafe { sys::samba_run_options_set_grad_of_outputs(self.0, g.as_ptr(), g.len()) };
         self.set(s)
     }
-    /// Data parallelism; a run with it on fails with UNSUPPORTED (one
-    /// session emulates one device).
+    /// Data parallelism: the run all-reduces the gradients of a PEF compiled
+    /// for data parallel over the ranks of an mpirun job; mode "normal",
+    /// "inorder" or "optimal" (docs/distributed-runtime.md).
     pub fn data_parallel(self, on: bool, reduce_on_rdu: bool, mode: &str) -> Result<Self> {
         let m = cstr(mode)?;
         let s =

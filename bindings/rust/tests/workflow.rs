@@ -98,7 +98,7 @@ fn run_options_choose_sections_mode_and_hyperparameters() {
     assert_eq!(status(n.step(Some(&RunOptions::new().unwrap().section_ids(&[999]).unwrap()))), "SAMBA_ERR_NOT_FOUND");
     assert_eq!(
         status(n.step(Some(&RunOptions::new().unwrap().data_parallel(true, false, "normal").unwrap()))),
-        "SAMBA_ERR_UNSUPPORTED"
+        "SAMBA_ERR_INVALID_ARGUMENT" // not compiled for data parallel
     );
     assert_eq!(RunOptions::new().unwrap().call_range(-2, -1).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
     // An empty call range runs nothing and returns no output.
@@ -118,9 +118,10 @@ fn trace_options_set_the_output_gradients() {
     let before = frozen.device_weight();
     frozen.step(None).unwrap();
     assert_eq!(frozen.device_weight(), before);
+    assert!(TraceOptions::new().unwrap().data_parallel_mode("inorder").is_ok());
     assert_eq!(
-        TraceOptions::new().unwrap().data_parallel_mode("inorder").err().map(|e| e.status_name).as_deref(),
-        Some("SAMBA_ERR_UNSUPPORTED")
+        TraceOptions::new().unwrap().data_parallel_mode("sideways").err().map(|e| e.status_name).as_deref(),
+        Some("SAMBA_ERR_INVALID_ARGUMENT")
     );
 }
 
