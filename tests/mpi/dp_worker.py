@@ -102,17 +102,20 @@ def cmd_init(args):
 
 
 def _train_until_rank_1_fails(args, fault):
-    """Every rank steps forever under use_abexit; rank 1 calls fault() after its first step."""
+    """Every rank steps forever under use_abexit; rank 1 calls fault() after its second step."""
     distributed.set_timeout(args.timeout)
 
     def main():
         model = load(args)
         step(model, args, 0)
-        if utils.get_rank() == 1:
-            fault()
         # The test checks this line: the fault happened while the job was training.
         print(f"rank {utils.get_rank()}: training", flush=True)
-        for i in range(1, 1 << 30):
+        # Step 1's all-reduce completes only once every rank has printed the
+        # line above, so the fault cannot end the job before a rank says it.
+        step(model, args, 1)
+        if utils.get_rank() == 1:
+            fault()
+        for i in range(2, 1 << 30):
             step(model, args, i)
 
     samba.session.atexit_register(lambda: print(f"rank {utils.get_rank()}: exit handler ran", flush=True))
