@@ -40,6 +40,7 @@ struct Args {
   std::string pef, out, model = "model";
   int64_t batch = 32, features = 784, classes = 10, bucket_bytes = 25 << 20;
   int iterations = 30;
+  int threads = 0;  // the session's threads; 0: Samba's default (every core)
 };
 
 Args parse(int argc, char** argv) {
@@ -54,6 +55,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--classes") a.classes = std::stoll(v);
     else if (k == "--bucket-bytes") a.bucket_bytes = std::stoll(v);
     else if (k == "--iterations") a.iterations = std::stoi(v);
+    else if (k == "--threads") a.threads = std::stoi(v);
     else {
       std::fprintf(stderr, "dist_bench: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -61,7 +63,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.pef.empty()) {
     std::fprintf(stderr, "usage: dist_bench --pef PEF [--batch B --features F --classes C --iterations N "
-                         "--bucket-bytes B --model NAME --out JSON]\n");
+                         "--bucket-bytes B --threads T --model NAME --out JSON]\n");
     std::exit(2);
   }
   return a;
@@ -162,7 +164,11 @@ int main(int argc, char** argv) {
 
   // 2. The PEF: compute-only, REDUCE alone, bare all-reduce of its bytes.
   samba_session* s = nullptr;
-  check(samba_session_create(nullptr, &s), "session");
+  samba_session_options* so = nullptr;
+  check(samba_session_options_create(&so), "session options");
+  if (args.threads > 0) check(samba_session_options_set_num_threads(so, args.threads), "num_threads");
+  check(samba_session_create(so, &s), "session");
+  samba_session_options_release(so);
   std::mt19937 gen(1234 + rank);
   std::normal_distribution<float> normal;
   std::vector<float> image(static_cast<size_t>(args.batch * args.features));

@@ -19,6 +19,10 @@ export SAMBA_LIBRARY="$build/libsamba.so" PYTHONPATH="$root/bindings/python${PYT
 # other and with Samba's threads, and a rank spinning in a blocking
 # collective would keep its peer off the core it waits for.
 mpirun_args=(--oversubscribe -np "$ranks" --bind-to none --mca mpi_yield_when_idle 1)
+# Each rank's session gets its share of the cores (at least one), as one
+# replica per device would: ranks that each start a thread per core would
+# oversubscribe the machine and measure the scheduler.
+threads=${DIST_BENCH_THREADS:-$(( $(nproc) / ranks > 0 ? $(nproc) / ranks : 1 ))}
 [ "$(id -u)" = 0 ] && mpirun_args+=(--allow-run-as-root)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for hidden in 128 1024; do
@@ -27,6 +31,7 @@ for hidden in 128 1024; do
     --data-parallel -ws "$ranks" -p "$pef" > /dev/null
   timeout 900 mpirun "${mpirun_args[@]}" "$build/bench/dist/dist_bench" --pef "$pef" --batch "$batch" \
     --features 64 --classes 10 --model "ResFFN h$hidden" --iterations "${DIST_BENCH_ITERATIONS:-30}" \
+    --threads "$threads" \
     --out "$out/resffn_h$hidden.json"
 done
 "$py" "$root/bench/dist/scaling_model.py" --calibration "$out"/resffn_h*.json --markdown "$out/scaling.md" \

@@ -139,6 +139,7 @@ void BucketReducer::loop() {
       }
       s.started = true;
       s.start_time = std::chrono::steady_clock::now();
+      last_progress_ = s.start_time;
       ++next_;
     }
     // The buckets in flight, noted under the lock: once the last is done a
@@ -180,10 +181,18 @@ void BucketReducer::loop() {
     lock.lock();
     if (err && !error_) error_ = err;
     if (progressed || err) done_cv_.notify_all();
+    if (progressed) last_progress_ = std::chrono::steady_clock::now();
     if (!progressed && !err) {
-      // Nothing completed: let the compute threads have the core a moment.
+      // Nothing completed. MPI's non-blocking collectives advance only inside
+      // MPI_Test, one round per call, so a sleeping poller stretches every
+      // round of a multi-round all-reduce: poll back to back (yielding the
+      // core to compute threads that want it) for a while after the last
+      // progress, and only then back off to short sleeps.
       lock.unlock();
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (std::chrono::steady_clock::now() - last_progress_ < std::chrono::milliseconds(5))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
       lock.lock();
     }
   }

@@ -84,6 +84,8 @@ class BucketReducer {
   std::condition_variable done_cv_;  // reduced buckets, errors
   size_t next_ = 0;                  // the first bucket not yet started
   std::vector<size_t> polling_;      // the communication thread's: buckets in flight
+  // The communication thread's: when a bucket last started or completed.
+  std::chrono::steady_clock::time_point last_progress_;
   bool staged_ = false;
   bool stop_ = false;
   std::exception_ptr error_;
