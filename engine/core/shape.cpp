@@ -38,7 +38,10 @@ Dims contiguous_strides(const Dims& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     s[i] = acc;
-    acc *= shape[i] > 0 ? shape[i] : 1;
+    // A shape with a zero dim has numel 0 whatever its other dims, so their
+    // product (the strides) is bounded here, not by checked_numel.
+    SAMBA_CHECK(!__builtin_mul_overflow(acc, shape[i] > 0 ? shape[i] : 1, &acc), Status::OutOfRange,
+                "shape {}: the strides of its contiguous layout exceed int64", dims_str(shape));
   }
   return s;
 }

@@ -161,6 +161,15 @@ void Tensor::copy_from(const Tensor& src) const {
   const char* sp = static_cast<const char*>(src.raw_data());
   if (dtype() == src.dtype() && is_contiguous() && src.is_contiguous() && src.shape() == shape()) {
     const size_t es = element_size(dtype());
+    const size_t bytes = static_cast<size_t>(n) * es;
+    if (dst == sp) return;
+    // As torch's copy_, a source and destination that share only part of
+    // their bytes are refused: no order of copying gives both tensors'
+    // values (a PEF whose tensors overlap so reaches here).
+    SAMBA_CHECK(dst + bytes <= sp || sp + bytes <= dst, Status::InvalidArgument,
+                "copy: the source and destination overlap in part ({} bytes at distance {}); "
+                "expected the same memory or none in common",
+                bytes, sp > dst ? sp - dst : dst - sp);
     parallel_for(n, kMinGrain * 4, [&](int64_t b, int64_t e) {
       std::memcpy(dst + b * es, sp + b * es, static_cast<size_t>(e - b) * es);
     });
