@@ -8,7 +8,7 @@ import threading
 
 from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
 from . import distributed
-from .session_dist import DataParallelSession
+from .session_dist import DataParallelSession, set_run_options_data_parallel
 from .onnx_import import OnnxModel, is_onnx_model
 from .tensor import SambaTensor, as_tensor, to_handles
 
@@ -364,10 +364,7 @@ class SambaSession(DataParallelSession):
                 kept = [as_tensor(g) if g is not None else None for g in grad_of_outputs]
                 grads = (P * len(kept))(*[g.handle if g is not None else None for g in kept])
                 call("samba_run_options_set_grad_of_outputs", ro, grads, ctypes.c_size_t(len(grad_of_outputs)))
-            dp, rdu, mode = data_parallel
-            if dp:
-                call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if rdu else 0),
-                     mode.encode())
+            set_run_options_data_parallel(ro, data_parallel)
         except BaseException:
             ro.close()
             raise

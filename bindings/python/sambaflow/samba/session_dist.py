@@ -24,6 +24,15 @@ def _check_mode(mode):
     return mode
 
 
+def set_run_options_data_parallel(ro, resolved):
+    """Writes resolved (data_parallel, reduce_on_rdu, mode) arguments, as
+    _data_parallel_args gives them, to the run options `ro`."""
+    dp, rdu, mode = resolved
+    if dp:
+        call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if rdu else 0),
+             mode.encode())
+
+
 class DataParallelSession:
     """SambaSession's data-parallel methods (mixed into SambaSession)."""
 
@@ -40,11 +49,9 @@ class DataParallelSession:
                 bool(reduce_on_rdu), _check_mode(mode if data_parallel_mode is None else data_parallel_mode))
 
     def _set_run_data_parallel(self, ro, data_parallel, reduce_on_rdu, data_parallel_mode):
-        dp, rdu, mode = self._data_parallel_args(data_parallel, reduce_on_rdu, data_parallel_mode)
-        if dp:
-            call("samba_run_options_set_data_parallel", ro, ctypes.c_int32(1), ctypes.c_int32(1 if rdu else 0),
-                 mode.encode())
-        return dp
+        resolved = self._data_parallel_args(data_parallel, reduce_on_rdu, data_parallel_mode)
+        set_run_options_data_parallel(ro, resolved)
+        return resolved[0]
 
     @staticmethod
     def _set_compile_data_parallel(co, data_parallel, world_size, bucket_bytes):
