@@ -26,8 +26,13 @@ Graph eliminate_common_subexpressions(Graph g);
 // left alone.
 Graph fold_constants(Graph g);
 
-// Folds an activation (relu, tanh, sigmoid, gelu) that is the only reader of
-// a linear's result into the linear's GEMM epilogue.
+// Runs what follows a GEMM in its epilogue: add(matmul(x, W), b) with W
+// a matrix and b a row of its columns ([n] or [1, n]), and add(linear(x, w),
+// b) for a linear without bias or activation, become one linear (W given as
+// its transposed view); then an activation (relu, tanh, sigmoid, gelu) that
+// is the only reader of a linear's result, or of a matmul's, is folded into
+// the linear's epilogue. Only results nothing else reads (no other node,
+// view or output) are fused, in one phase, without run-time bindings.
 Graph fuse_gemm_epilogues(Graph g);
 
 }  // namespace samba::compiler

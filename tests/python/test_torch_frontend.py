@@ -214,3 +214,47 @@ def test_float_exponent_backward_compiles_to_a_pef_that_loads(tmp_path):
     got = samba.session.run([x], outs, section_types=["FWD"])
     got = got[0] if isinstance(got, (list, tuple)) else got
     assert got.item() == pytest.approx(reference(host(x)).item(), rel=1e-5)
+
+
+def test_matmul_bias_relu_trains_as_one_gemm_per_layer_like_torch(tmp_path):
+    # `x @ w + b` then relu, written out rather than through nn.Linear: the
+    # compiler runs each layer as one GEMM with the bias and relu in its
+    # epilogue, and training it takes torch's steps.
+    class Dense(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = nn.Parameter(torch.randn(6, 5) / 3)
+            self.b1 = nn.Parameter(torch.randn(5) / 3)
+            self.w2 = nn.Parameter(torch.randn(5, 3) / 3)
+            self.b2 = nn.Parameter(torch.randn(3) / 3)
+
+        def forward(self, x, y):
+            h = torch.relu(x @ self.w1 + self.b1)
+            return F.cross_entropy(torch.relu(self.b2 + h @ self.w2), y)
+
+    torch.manual_seed(0)
+    model, reference = Dense(), Dense()
+    reference.load_state_dict(model.state_dict())
+    xs = np.random.default_rng(0).standard_normal((8, 6)).astype(np.float32)
+    ys = np.array([0, 2, 1, 1, 0, 2, 2, 1], dtype=np.int64)
+    samba.from_torch_model_(model)
+    x, y = samba.from_numpy(xs, name="x"), samba.from_numpy(ys, name="y")
+    opt = samba.optim.SGD(model.parameters(), lr=0.5)
+    pef = samba.session.compile(model, (x, y), opt, name="dense", pef_path=str(tmp_path / "dense.pef"))
+    log = open(pef + ".log").read()
+    fused = [line for line in log.splitlines()
+             if line.strip().startswith("linear(") and "activation='relu'" in line]
+    assert len(fused) == 2, log
+    outs = samba.utils.trace_graph(model, (x, y), opt, pef=pef)
+    losses = [samba.session.run([x, y], outs)[0].item() for _ in range(4)]
+
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.5)
+    ref_losses = []
+    for _ in range(4):
+        ref_opt.zero_grad()
+        loss = reference(torch.from_numpy(xs), torch.from_numpy(ys))
+        loss.backward()
+        ref_opt.step()
+        ref_losses.append(loss.item())
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    np.testing.assert_allclose(model.w1.sn_data.numpy(), reference.w1.detach().numpy(), rtol=1e-5, atol=1e-6)
