@@ -52,6 +52,7 @@ bool activation_of(const Node& act, ValueId y) {
 // or a linear with neither bias nor activation. Float only: integer
 // products take a plain loop that has no epilogue.
 bool bare_product(const Graph& g, const Node& n) {
+  if (n.op->name != "matmul" && n.op->name != "linear") return false;
   const Value& x = g.value(n.inputs[0]);
   if (!is_floating(x.dtype) || x.shape.size() < 2) return false;
   if (n.op->name == "matmul") return g.value(n.inputs[1]).shape.size() == 2;

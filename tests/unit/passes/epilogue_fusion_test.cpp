@@ -136,6 +136,23 @@ TEST(CompilerEpilogueFusion, AMatmulFollowedByAnActivationAloneIsFused) {
   expect_same_results(before, after, in);
 }
 
+TEST(CompilerEpilogueFusion, ABiasComputedInTheGraphAfterTheProductIsFused) {
+  // The bias's node (one without inputs) runs between the matmul and the
+  // add: the fused GEMM runs where the add did, after it.
+  Tensor w = parameter("w", {4, 3}, 1);
+  const std::vector<Tensor> in = {named("x", {2, 4}, 3)};
+  Graph before = record(in, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
+    Tensor y = matmul(x[0], w);
+    Tensor b = call1("ones", {}, {{"shape", std::vector<int64_t>{3}}, {"dtype", DType::Float64}});
+    return {call1("relu", {add(y, b)})};
+  });
+  Graph after = fuse_gemm_epilogues(before);
+  after.verify();
+  EXPECT_EQ(count_ops(after, "matmul") + count_ops(after, "add") + count_ops(after, "relu"), 0);
+  EXPECT_EQ(after.nodes.back().op->name, "linear");
+  expect_same_results(before, after, in);
+}
+
 // Graphs the pass must leave exactly as they are.
 void expect_unchanged(const std::vector<Tensor>& in, ModelFn model) {
   Graph before = record(in, std::move(model));
