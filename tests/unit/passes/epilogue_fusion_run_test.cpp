@@ -104,6 +104,32 @@ TEST(EpilogueFusionRun, EachLayerIsOneGemmKernelAndTheLoadedPefComputesTheSame) 
   samba::testing::expect_values(n.logits(x_input()), got, 1e-5);
 }
 
+TEST(EpilogueFusionRun, AComputedWeightStaysAliveUntilTheFusedGemmReadsItsTranspose) {
+  // W and b are intermediates and the bias is computed after the product:
+  // the memory plan must keep W's bytes until the GEMM, now where the add
+  // was, reads them through the transposed view.
+  Tensor w0 = named(rand_tensor({6, 5}, DType::Float32, 1), "w0");
+  GraphSpec s;
+  s.name = "computed";
+  s.inference = true;
+  s.inputs = {x_input(), named(rand_tensor({5}, DType::Float32, 6), "c")};
+  s.model = [&](std::span<const Tensor> in) -> std::vector<Tensor> {
+    Tensor w = call1("tanh", {w0});
+    Tensor y = call1("matmul", {in[0], w});
+    Tensor b = call1("exp", {call1("sin", {in[1]})});
+    return {call1("relu", {call1("add", {y, b})})};
+  };
+  const pef::ProgramDesc p0 = compiled(s, 0), p1 = compiled(s, 1);
+  EXPECT_EQ(count_ops(p1, "matmul"), 0);
+  ThreadPool pool(2);
+  runtime::Runtime r0(round_trip(p0), pool, nullptr), r1(round_trip(p1), pool, nullptr);
+  runtime::RunRequest req;
+  req.inputs = s.inputs;
+  const std::vector<double> want = values(r0.run(req)[0]), got = values(r1.run(req)[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
 TEST(EpilogueFusionRun, TrainingFusedMatchesTrainingUnfused) {
   Net n;
   const pef::ProgramDesc p0 = compiled(training(n), 0), p1 = compiled(training(n), 1);
