@@ -12,7 +12,8 @@ using Readers = std::vector<std::vector<NodeId>>;
 // The linear epilogue activation a node computes, or "" when it is not one.
 std::string epilogue_activation(const Node& n) {
   for (const ops::EpilogueActivation& e : ops::epilogue_activations())
-    if (!e.op.empty() && e.op == n.op->name && (e.approximate.empty() || e.approximate == n.attrs.s("approximate")))
+    if (!e.op.empty() && e.op == n.op->name &&
+        (e.approximate.empty() || e.approximate == n.attrs.s("approximate")))
       return std::string(e.name);
   return "";
 }
@@ -56,8 +57,7 @@ bool bare_product(const Graph& g, const Node& n) {
   const Value& x = g.value(n.inputs[0]);
   if (!is_floating(x.dtype) || x.shape.size() < 2) return false;
   if (n.op->name == "matmul") return g.value(n.inputs[1]).shape.size() == 2;
-  return n.op->name == "linear" && (n.inputs.size() < 3 || n.inputs[2] == kNone) &&
-         n.attrs.s("activation") == "none";
+  return (n.inputs.size() < 3 || n.inputs[2] == kNone) && n.attrs.s("activation") == "none";
 }
 
 // The bias `add` adds to the product `y`: its other operand when that is a
@@ -91,6 +91,7 @@ class Rewriter {
   }
 
   void erase(NodeId n) { erased_[n] = true; }
+  bool erased(NodeId n) const { return erased_[n]; }
 
   // A node of view op `op` over `of`, placed before `anchor`; returns its value.
   ValueId view(std::string_view op_name, ValueId of, Attrs attrs, Phase phase, NodeId anchor) {
@@ -98,15 +99,17 @@ class Rewriter {
     attrs = op.resolve(attrs);
     // The tracer's symbolic layout of `of`, so the op's own view function
     // gives the strides and offset in the root's bytes.
-    const Value& in = g_.value(of);
-    const Value& root = g_.value(g_.root(of));
-    Tensor layout = Tensor::symbolic(root.shape, root.dtype);
-    if (in.is_view()) layout = layout.as_strided(in.shape, in.strides, in.view_offset);
+    const ValueId root = g_.root(of);
+    const DType dtype = g_.value(of).dtype;
+    Tensor layout = Tensor::symbolic(g_.value(root).shape, dtype);
+    if (const Value& in = g_.value(of); in.is_view())
+      layout = layout.as_strided(in.shape, in.strides, in.view_offset);
     const Tensor v = op.view(std::span<const Tensor>(&layout, 1), attrs).at(0);
     const NodeId n = add(op, {of}, std::move(attrs), phase, anchor);
-    const ValueId out = g_.add_value(fresh_name(g_.node(n).name), in.dtype, v.shape(), ValueKind::Intermediate);
-    Value& val = g_.value(out);
-    val.view_of = root.id;
+    const ValueId out =
+        g_.add_value(fresh_name(g_.node(n).name), dtype, v.shape(), ValueKind::Intermediate);
+    Value& val = g_.value(out);  // taken after add_value, which may move the values
+    val.view_of = root;
     val.strides = v.strides();
     val.view_offset = v.offset();
     val.producer = n;
@@ -128,7 +131,8 @@ class Rewriter {
   void commit() {
     const size_t old = first_new_;
     std::vector<std::vector<NodeId>> before(old);
-    for (size_t k = 0; k < anchor_.size(); ++k) before[anchor_[k]].push_back(static_cast<NodeId>(old + k));
+    for (size_t k = 0; k < anchor_.size(); ++k)
+      before[anchor_[k]].push_back(static_cast<NodeId>(old + k));
     std::vector<NodeId> order;
     for (size_t o = 0; o < old; ++o) {
       order.insert(order.end(), before[o].begin(), before[o].end());
@@ -186,7 +190,8 @@ Graph fold_products_into_linears(Graph g) {
     const ValueId y = prod.outputs[0];
     if (uses.readers[y].size() != 1) continue;
     const Node next = g.node(uses.readers[y][0]);
-    if (!uses.only_reader(g, y, next) || !same_step(prod, next)) continue;
+    // An add whose operands are both products fuses with the first only.
+    if (!uses.only_reader(g, y, next) || !same_step(prod, next) || rw.erased(next.id)) continue;
     const ValueId x = prod.inputs[0], w = prod.inputs[1];
     const bool is_matmul = prod.op->name == "matmul";
     const ValueId b = bias_added_to(g, next, y);
@@ -198,9 +203,10 @@ Graph fold_products_into_linears(Graph g) {
       const Phase phase = prod.phase;
       const NodeId at = next.id;
       const ValueId weight = is_matmul ? rw.view("t", w, {}, phase, at) : w;
-      const ValueId bias = g.value(b).shape.size() == 1
-                               ? b
-                               : rw.view("squeeze", b, {{"dim", std::vector<int64_t>{0}}}, phase, at);
+      const ValueId bias =
+          g.value(b).shape.size() == 1
+              ? b
+              : rw.view("squeeze", b, {{"dim", std::vector<int64_t>{0}}}, phase, at);
       rw.linear({x, weight, bias}, is_matmul ? Attrs{} : prod.attrs, next.outputs[0], phase, at);
       rw.erase(prod.id);
       rw.erase(at);

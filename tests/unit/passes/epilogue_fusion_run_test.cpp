@@ -137,7 +137,8 @@ TEST(EpilogueFusionRun, TrainingFusedMatchesTrainingUnfused) {
   EXPECT_EQ(forward_kernels(p1), 3u);  // two layers and the loss
   int fused = 0;
   for (const auto& k : p1.kernels)
-    for (const auto& call : k.ops) fused += call.op == "linear" && call.attrs.s("activation") == "relu";
+    for (const auto& call : k.ops)
+      fused += call.op == "linear" && call.attrs.s("activation") == "relu";
   EXPECT_EQ(fused, 2);
 
   ThreadPool pool(2);

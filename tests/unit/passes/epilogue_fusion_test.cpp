@@ -153,6 +153,20 @@ TEST(CompilerEpilogueFusion, ABiasComputedInTheGraphAfterTheProductIsFused) {
   expect_same_results(before, after, in);
 }
 
+TEST(CompilerEpilogueFusion, AnAddOfTwoProductRowsTakesTheSecondAsTheFirstOnesBias) {
+  Tensor w1 = parameter("w1", {4, 3}, 1), w2 = parameter("w2", {5, 3}, 2);
+  const std::vector<Tensor> in = {named("x1", {1, 4}, 3), named("x2", {1, 5}, 4)};
+  Graph before = record(in, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
+    return {add(matmul(x[0], w1), matmul(x[1], w2))};
+  });
+  Graph after = fuse_gemm_epilogues(before);
+  after.verify();
+  EXPECT_EQ(count_ops(after, "linear"), 1);
+  EXPECT_EQ(count_ops(after, "matmul"), 1);
+  EXPECT_EQ(count_ops(after, "add"), 0);
+  expect_same_results(before, after, in);
+}
+
 // Graphs the pass must leave exactly as they are.
 void expect_unchanged(const std::vector<Tensor>& in, ModelFn model) {
   Graph before = record(in, std::move(model));
@@ -204,9 +218,10 @@ TEST(CompilerEpilogueFusion, KeepsProductsTheLinearCannotCompute) {
   Tensor b = parameter("b", {3}, 2);
   // A batch of weights, and a vector x (matmul drops its dim).
   Tensor w3 = parameter("w", {2, 4, 3}, 1);
-  expect_unchanged({named("x", {2, 5, 4}, 3)}, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
-    return {call1("relu", {add(matmul(x[0], w3), b)})};
-  });
+  expect_unchanged({named("x", {2, 5, 4}, 3)},
+                   [&](std::span<const Tensor> x) -> std::vector<Tensor> {
+                     return {call1("relu", {add(matmul(x[0], w3), b)})};
+                   });
   Tensor w = parameter("w", {4, 3}, 1);
   expect_unchanged({named("x", {4}, 3)}, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
     return {call1("relu", {add(matmul(x[0], w), b)})};
@@ -233,9 +248,10 @@ TEST(CompilerEpilogueFusion, KeepsProductsTheLinearCannotCompute) {
 
 TEST(CompilerEpilogueFusion, KeepsNodesOfDifferentPhasesApart) {
   Tensor w = parameter("w", {4, 3}, 1), b = parameter("b", {3}, 2);
-  Graph before = record({named("x", {2, 4}, 3)}, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
-    return {add(matmul(x[0], w), b)};
-  });
+  Graph before =
+      record({named("x", {2, 4}, 3)}, [&](std::span<const Tensor> x) -> std::vector<Tensor> {
+        return {add(matmul(x[0], w), b)};
+      });
   for (Node& n : before.nodes)
     if (n.op->name == "add") n.phase = Phase::Backward;
   Graph after = fuse_gemm_epilogues(before);
