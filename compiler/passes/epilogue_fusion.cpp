@@ -86,9 +86,7 @@ bool written_between(const Graph& g, NodeId from, NodeId to, ValueId root) {
 // node, and the nodes the rewrite replaced are erased afterwards.
 class Rewriter {
  public:
-  explicit Rewriter(Graph& g) : g_(g), first_new_(g.nodes.size()), erased_(g.nodes.size(), false) {
-    for (const Value& v : g.values) names_.insert(v.name);
-  }
+  explicit Rewriter(Graph& g) : g_(g), first_new_(g.nodes.size()), erased_(g.nodes.size(), false) {}
 
   void erase(NodeId n) { erased_[n] = true; }
   bool erased(NodeId n) const { return erased_[n]; }
@@ -161,6 +159,8 @@ class Rewriter {
 
   // Names are the PEF's tensor names, so a new value never takes one in use.
   std::string fresh_name(std::string base) {
+    if (names_.empty())
+      for (const Value& v : g_.values) names_.insert(v.name);
     std::string name = base;
     for (int k = 1; names_.count(name); ++k) name = fmt::format("{}_{}", base, k);
     names_.insert(name);
