@@ -288,6 +288,120 @@ struct PackedSgemm {
   static bool prefer(int64_t rows, int64_t cols, int64_t k) {
     return rows >= kMr && cols >= kNr && k >= 8;
   }
+
+  // ---- The direct kernel: small products, nothing packed ----------------
+  //
+  // When op(A) and op(B) are both stored row-major and the product is small,
+  // packing costs as much as the arithmetic (an ONNX MatMul of 8 x 32 by
+  // 32 x 32 spent 70% of its instructions packing). The direct kernel reads
+  // the operands where they lie: each depth step's kNr-wide vectors are a
+  // stretch of one row of B, and A's elements are broadcast from memory. The
+  // B panel (k x kNr floats, rows ldb apart) is read again for every kMr rows
+  // of C, so it must stay in L1: at most 16 KiB (prefer_direct).
+
+  // kNr columns of B as two vectors; an edge panel's `nr` (< kNr) columns
+  // through masked loads, so nothing past the row is read.
+  template <bool Edge>
+  static void load_panel_row(const float* row, int64_t nr, V& b0, V& b1) {
+    if constexpr (Edge) {
+      const int64_t n0 = min64(nr, Vec::kLanes);
+      b0 = Vec::loadu_n(row, n0);
+      b1 = Vec::loadu_n(row + Vec::kLanes, nr - n0);
+    } else {
+      b0 = Vec::loadu(row);
+      b1 = Vec::loadu(row + Vec::kLanes);
+    }
+  }
+
+  // C[Mr x nr] = alpha * A[Mr x k] B[k x nr] + beta * C, a at the block's
+  // first row, b at its first column, c at its top-left element.
+  template <int64_t Mr, bool Edge>
+  static void direct_block(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                           int64_t nr) {
+    V acc[Mr][2];
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+    const int64_t lda = g.a.ld, ldb = g.b.ld;
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < g.k; ++p) {
+      V b0, b1;
+      load_panel_row<Edge>(b + p * ldb, nr, b0, b1);
+#pragma GCC unroll 6
+      for (int64_t r = 0; r < Mr; ++r) {
+        const V av = Vec::broadcast(a + r * lda + p);
+        acc[r][0] = Vec::fmadd(av, b0, acc[r][0]);
+        acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
+      }
+    }
+    const Store s{g.alpha, g.beta, true};
+    if constexpr (!Edge) {
+#pragma GCC unroll 6
+      for (int64_t r = 0; r < Mr; ++r) {
+        float* out = c + r * g.ldc;
+        Vec::storeu(out, combine(acc[r][0], out, s));
+        Vec::storeu(out + Vec::kLanes, combine(acc[r][1], out + Vec::kLanes, s));
+      }
+    } else {
+      alignas(64) float tmp[Mr * kNr];
+      for (int64_t r = 0; r < Mr; ++r) {
+        Vec::storeu(tmp + r * kNr, acc[r][0]);
+        Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
+      }
+      for (int64_t r = 0; r < Mr; ++r)
+        for (int64_t j = 0; j < nr; ++j) {
+          float& out = c[r * g.ldc + j];
+          const float v = s.alpha * tmp[r * kNr + j];
+          out = s.beta == 0.0f ? v : v + s.beta * out;
+        }
+    }
+  }
+
+  // Every row of the tile against one panel of columns: register blocks of
+  // kMr rows, then one block of the remaining rows.
+  template <bool Edge>
+  static void direct_panel(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                           int64_t rows, int64_t nr) {
+    int64_t i = 0;
+    for (; i + kMr <= rows; i += kMr)
+      direct_block<kMr, Edge>(g, a + i * g.a.ld, b, c + i * g.ldc, nr);
+    const float* ar = a + i * g.a.ld;
+    float* cr = c + i * g.ldc;
+    static_assert(kMr == 6, "the remainder blocks below are 1 to 5 rows");
+    switch (rows - i) {
+      case 5: return direct_block<5, Edge>(g, ar, b, cr, nr);
+      case 4: return direct_block<4, Edge>(g, ar, b, cr, nr);
+      case 3: return direct_block<3, Edge>(g, ar, b, cr, nr);
+      case 2: return direct_block<2, Edge>(g, ar, b, cr, nr);
+      case 1: return direct_block<1, Edge>(g, ar, b, cr, nr);
+      default: return;
+    }
+  }
+
+  static void direct_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                          int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    const float* at = a + r0 * g.a.ld;
+    float* ct = c + r0 * g.ldc + c0;
+    for (int64_t jr = 0; jr < cols; jr += kNr) {
+      const int64_t nr = min64(kNr, cols - jr);
+      const float* bp = b + c0 + jr;
+      float* cp = ct + jr;
+      if (nr == kNr)
+        direct_panel<false>(g, at, bp, cp, rows, nr);
+      else
+        direct_panel<true>(g, at, bp, cp, rows, nr);
+      // The panel's block of C is final and still in L1.
+      epilogue(cp, rows, nr, g.ldc, g.bias ? g.bias + c0 + jr : nullptr, g.act);
+    }
+  }
+
+  // Products of up to kDirectMaxMacs multiply-adds whose B panel fits the
+  // 16 KiB above: measured against the packed kernel with
+  // `linear_bench --benchmark_filter=SmallGemm` (docs/PERFORMANCE.md).
+  static constexpr int64_t kDirectMaxMacs = int64_t{1} << 18;
+  static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+    return !g.a.trans && !g.b.trans && g.k * kNr * 4 <= 16384 &&
+           rows * cols * g.k <= kDirectMaxMacs;
+  }
 };
 
 }  // namespace
