@@ -245,6 +245,9 @@ void small_gemm_shapes(benchmark::internal::Benchmark* b) {
     b->Args({64, 64, 64, tb});
     b->Args({128, 128, 128, tb});
     b->Args({256, 64, 64, tb});
+    b->Args({512, 128, 128, tb});
+    b->Args({1024, 32, 32, tb});
+    b->Args({64, 512, 128, tb});
   }
 }
 BENCHMARK(BM_SmallGemm)->Apply(small_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
