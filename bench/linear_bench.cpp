@@ -238,6 +238,8 @@ void BM_SmallGemm(benchmark::State& state) {
 void small_gemm_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "tb"});
   for (int64_t tb : {0, 1}) {
+    b->Args({1, 256, 256, tb});
+    b->Args({4, 256, 256, tb});
     b->Args({8, 32, 32, tb});
     b->Args({16, 64, 64, tb});
     b->Args({16, 256, 256, tb});
