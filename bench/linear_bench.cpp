@@ -221,6 +221,39 @@ void gpt2_gemm_shapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gpt2Gemm)->Apply(gpt2_gemm_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// Small products on one thread, x @ W with W stored (k, n) as ONNX's MatMul
+// and x @ Wᵀ as linear: the shapes where packing the operands costs as much
+// as the arithmetic (an ONNX chain's 8 x 32 by 32 x 32, the ResFFN b16
+// layers). Args: m, n, k, trans_b.
+void BM_SmallGemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool tb = state.range(3) != 0;
+  on_pool(1, ops::GemmKernel::Auto, [&] {
+    Tensor a = filled({m, k}, 1.0f);
+    Tensor b = filled(tb ? Dims{n, k} : Dims{k, n}, 0.05f);
+    Tensor c = Tensor::empty({m, n}, DType::Float32);
+    time_gemm(state, gemm_args(a, false, b, tb, c));
+  });
+}
+void small_gemm_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "tb"});
+  for (int64_t tb : {0, 1}) {
+    b->Args({1, 256, 256, tb});
+    b->Args({4, 256, 256, tb});
+    b->Args({8, 32, 32, tb});
+    b->Args({16, 64, 64, tb});
+    b->Args({16, 256, 256, tb});
+    b->Args({32, 128, 128, tb});
+    b->Args({64, 64, 64, tb});
+    b->Args({128, 128, 128, tb});
+    b->Args({256, 64, 64, tb});
+    b->Args({512, 128, 128, tb});
+    b->Args({1024, 32, 32, tb});
+    b->Args({64, 512, 128, tb});
+  }
+}
+BENCHMARK(BM_SmallGemm)->Apply(small_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // Eigen's single-threaded SGEMM of the linear forward shape: the per-core reference.
 void BM_EigenSgemmSingleThread(benchmark::State& state) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

@@ -31,6 +31,10 @@ struct SgemmKernels {
   // applies the epilogue.
   bool (*prefer_dot)(const GemmArgs<float>& g, int64_t rows) = nullptr;
   SgemmTileFn dot_tile = nullptr;
+  // Small products of row-major operands, read in place without packing
+  // (the direct kernel in packed_sgemm.h). Applies the epilogue itself.
+  bool (*prefer_direct)(const GemmArgs<float>& g, int64_t rows, int64_t cols) = nullptr;
+  SgemmTileFn direct_tile = nullptr;
 };
 
 // The table of the level in use (active_isa(), or the highest level below

@@ -157,6 +157,25 @@ TEST(Gemm, FewRowsAgainstRowStoredWeights) {
   check_case<float>({16, 300, 784, false, true, 1.0, 0.0, true, Activation::Relu}, 1e-4);
 }
 
+TEST(Gemm, SmallProductsReadAInPlace) {
+  // The direct kernel (A read in place; a row-major B too, a transposed B
+  // one transposed panel at a time), for products small enough that packing
+  // would cost as much as the arithmetic: every row remainder of its 6-row
+  // blocks, columns that end inside the first or the second vector of a
+  // panel or on its edge (at 8 and 16 lanes), depths from one up to its
+  // limit (with and without a partial 8 x 8 transpose), and the epilogue.
+  for (bool tb : {false, true})
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 13, 32, 40})
+      for (int64_t n : {1, 5, 8, 9, 16, 17, 31, 32, 33, 70})
+        for (int64_t k : {1, 3, 8, 13, 32, 100})
+          check_case<float>({m, n, k, false, tb, 1.0, 0.0, false, Activation::None}, 1e-5);
+  for (bool tb : {false, true}) {
+    check_case<float>({8, 32, 32, false, tb, 1.0, 0.0, true, Activation::Relu}, 1e-5);
+    check_case<float>({11, 45, 20, false, tb, 0.5, 2.0, true, Activation::GeluTanh}, 1e-5);
+    check_case<float>({9, 7, 5, false, tb, -1.0, 1.0, true, Activation::Sigmoid}, 1e-5);
+  }
+}
+
 TEST(Gemm, AlphaBetaAndBias) {
   for_each_kernel([] {
     check_case<double>({6, 4, 5, false, true, 0.5, 2.0, true, Activation::None}, 1e-12);

@@ -20,6 +20,12 @@ struct Vec256 {
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  // The first n (0 to 8) floats at p, zeros above; nothing past them is read.
+  static V loadu_n(const float* p, int64_t n) {
+    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                      0,  0,  0,  0,  0,  0,  0,  0};
+    return _mm256_maskload_ps(p, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n)));
+  }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
@@ -131,8 +137,9 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx2() {
-  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr, &Packed::prefer,
-                              &packed_tile,   &prefer_dot, &dot_tile};
+  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr,          &Packed::prefer,
+                              &packed_tile,   &prefer_dot,          &dot_tile,
+                              &Packed::prefer_direct, &Packed::direct_tile};
   return k;
 }
 

@@ -20,6 +20,10 @@ struct Vec512 {
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  // The first n (0 to 16) floats at p, zeros above; nothing past them is read.
+  static V loadu_n(const float* p, int64_t n) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p);
+  }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
@@ -42,6 +46,8 @@ const SgemmKernels& sgemm_kernels_avx512() {
     t.col_block = Packed::kNr;
     t.prefer_packed = &Packed::prefer;
     t.packed_tile = &packed_tile;
+    t.prefer_direct = &Packed::prefer_direct;
+    t.direct_tile = &Packed::direct_tile;
     return t;
   }();
   return k;
