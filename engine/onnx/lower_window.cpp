@@ -151,13 +151,15 @@ Out conv(const NodeContext& c) {
 // where both orders give l.
 Tensor onnx_max_indices(const Tensor& x, const Tensor& plane_index, const Window& win,
                         bool padded, bool column_major) {
-  const int64_t n = x.size(0), channels = x.size(1), h = x.size(2), w = x.dim() == 4 ? x.size(3) : 1;
   const bool one_d = x.dim() == 3;
-  const int64_t top = padded ? win.begin[0] : 0,
-                left = padded && !one_d ? win.begin[1] : 0;
+  const int64_t n = x.size(0), channels = x.size(1), h = x.size(2), w = one_d ? 1 : x.size(3);
+  const int64_t top = padded ? win.begin[0] : 0, left = padded && !one_d ? win.begin[1] : 0;
   const int64_t padded_w = padded && !one_d ? w + win.begin[1] + win.end[1] : w;
-  auto scalar = [](int64_t v) { return Tensor::scalar(static_cast<double>(v), DType::Int64, true); };
-  Tensor row = call1("div", {plane_index, scalar(padded_w)}, {{"rounding_mode", std::string("floor")}});
+  auto scalar = [](int64_t v) {
+    return Tensor::scalar(static_cast<double>(v), DType::Int64, true);
+  };
+  Tensor row = call1("div", {plane_index, scalar(padded_w)},
+                     {{"rounding_mode", std::string("floor")}});
   Tensor col = call1("sub", {plane_index, call1("mul", {row, scalar(padded_w)})});
   if (top != 0) row = call1("sub", {row, scalar(top)});
   if (left != 0) col = call1("sub", {col, scalar(left)});

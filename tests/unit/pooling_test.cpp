@@ -263,44 +263,47 @@ TEST(MaxPool2d, Gradients) {
 
 TEST(MaxPool2d, Errors) {
   Tensor x = rand_tensor({1, 2, 4, 4}, DType::Float32);
-  expect_status(Status::InvalidArgument, [&] { call1("max_pool2d", {x}); },
-                {"max_pool2d", "kernel_size"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{0, 2}}});
-                },
-                {"max_pool2d", "kernel_size", "[0, 2]"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"stride", Ints{-1}}});
-                },
-                {"max_pool2d", "stride"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"dilation", Ints{0}}});
-                },
-                {"max_pool2d", "dilation"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"padding", Ints{2}}});
-                },
-                {"max_pool2d", "padding", "half"});
-  expect_status(Status::ShapeMismatch,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{5}}});
-                },
-                {"max_pool2d", "output size", "[1, 2, 4, 4]", "kernel_size [5, 5]"});
-  expect_status(
-      Status::ShapeMismatch,
-      [&] {
-        call1("max_pool2d", {rand_tensor({4, 4}, DType::Float32)}, {{"kernel_size", Ints{2}}});
-      },
-      {"max_pool2d", "[4, 4]"});
-  expect_status(Status::DTypeMismatch,
-                [&] {
-                  call1("max_pool2d", {x.to(DType::Bool)}, {{"kernel_size", Ints{2}}});
-                },
-                {"max_pool2d", "bool"});
+  // The op with indices checks its attributes and input as max_pool2d does.
+  for (const std::string op : {"max_pool2d", "max_pool2d_with_indices"}) {
+    SCOPED_TRACE(op);
+    expect_status(Status::InvalidArgument, [&] { call(op, {x}); }, {op, "kernel_size"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{0, 2}}});
+                  },
+                  {op, "kernel_size", "[0, 2]"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"stride", Ints{-1}}});
+                  },
+                  {op, "stride"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"dilation", Ints{0}}});
+                  },
+                  {op, "dilation"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"padding", Ints{2}}});
+                  },
+                  {op, "padding", "half"});
+    expect_status(Status::ShapeMismatch,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{5}}});
+                  },
+                  {op, "output size", "[1, 2, 4, 4]", "kernel_size [5, 5]"});
+    expect_status(
+        Status::ShapeMismatch,
+        [&] {
+          call(op, {rand_tensor({4, 4}, DType::Float32)}, {{"kernel_size", Ints{2}}});
+        },
+        {op, "[4, 4]"});
+    expect_status(Status::DTypeMismatch,
+                  [&] {
+                    call(op, {x.to(DType::Bool)}, {{"kernel_size", Ints{2}}});
+                  },
+                  {op, "bool"});
+  }
   expect_status(Status::ShapeMismatch,
                 [&] {
                   call1("max_pool2d_backward", {rand_tensor({1, 2, 3, 2}, DType::Float32), x},
@@ -334,13 +337,13 @@ TEST(MaxPool2dWithIndices, HandComputed) {
   expect_values(neg[0], {-1, -2, -5, -6});
   expect_values(neg[1], {0, 1, 4, 5});
   // ceil_mode: the last windows hang over the input's edge.
-  auto ceil = pool_with_indices(iota(16), 4, 4,
-                                {{"kernel_size", Ints{3}}, {"stride", Ints{2}}, {"ceil_mode", true}});
+  auto ceil = pool_with_indices(
+      iota(16), 4, 4, {{"kernel_size", Ints{3}}, {"stride", Ints{2}}, {"ceil_mode", true}});
   expect_values(ceil[0], {11, 12, 15, 16});
   expect_values(ceil[1], {10, 11, 14, 15});
   // Dilation 2: window (i, j) holds rows i, i + 2 and columns j, j + 2.
-  auto dilated = pool_with_indices(iota(25), 5, 5,
-                                   {{"kernel_size", Ints{2}}, {"stride", Ints{1}}, {"dilation", Ints{2}}});
+  auto dilated = pool_with_indices(
+      iota(25), 5, 5, {{"kernel_size", Ints{2}}, {"stride", Ints{1}}, {"dilation", Ints{2}}});
   expect_values(dilated[0], {13, 14, 15, 18, 19, 20, 23, 24, 25});
   expect_values(dilated[1], {12, 13, 14, 17, 18, 19, 22, 23, 24});
 }
@@ -363,25 +366,6 @@ TEST(MaxPool2dWithIndices, GradientGoesThroughTheValues) {
   check_gradients("max_pool2d_with_indices", {rand_tensor({2, 2, 5, 5})}, p.max_attrs());
   check_gradients("max_pool2d_with_indices", {noncontiguous(rand_tensor({2, 5, 4}))},
                   Pool{.kh = 2, .kw = 2, .sh = 1, .sw = 1, .dh = 2, .dw = 1}.max_attrs());
-}
-
-TEST(MaxPool2dWithIndices, ErrorsAsMaxPool2d) {
-  Tensor x = rand_tensor({1, 2, 4, 4}, DType::Float32);
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call("max_pool2d_with_indices", {x}, {{"kernel_size", Ints{2}}, {"padding", Ints{2}}});
-                },
-                {"max_pool2d_with_indices", "padding", "half"});
-  expect_status(Status::DTypeMismatch,
-                [&] {
-                  call("max_pool2d_with_indices", {x.to(DType::Bool)}, {{"kernel_size", Ints{2}}});
-                },
-                {"max_pool2d_with_indices", "bool"});
-  expect_status(Status::ShapeMismatch,
-                [&] {
-                  call("max_pool2d_with_indices", {x}, {{"kernel_size", Ints{5}}});
-                },
-                {"max_pool2d_with_indices", "output size"});
 }
 
 // ---- avg_pool2d ------------------------------------------------------------------

@@ -493,7 +493,8 @@ TEST(OnnxImportRefuses, AnAttributeValueTheRegistryLacks) {
   size_t n = 0;
   EXPECT_EQ(samba_onnx_model_forward(model.get(), &t, 1, out, 1, &n), SAMBA_ERR_UNSUPPORTED);
   EXPECT_NE(last_error().find("node 'pool0' (MaxPool, opset 13): pads 0 and 2 of spatial dim 0 "
-                              "reach past the window of 2; supported: pads smaller than the window"),
+                              "reach past the window of 2; supported: pads smaller than the "
+                              "window"),
             std::string::npos)
       << last_error();
   EXPECT_EQ(n, 0u);
