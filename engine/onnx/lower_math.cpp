@@ -228,8 +228,6 @@ Out clip(const NodeContext& c) {
 // Dropout in training mode is the registry's dropout (its gradient applies
 // the same mask). Its Philox key is the node's `seed`, or else one derived
 // from the node's name, so that the graph's dropouts draw different masks.
-// The mask output is the registry's dropout of ones under the same key and
-// stream: the elements kept.
 Out dropout(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const Tensor* ratio = c.optional_input(1);
@@ -253,10 +251,12 @@ Out dropout(const NodeContext& c) {
   const int64_t seed = c.attr_int(
       "seed", static_cast<int64_t>(XXH64(name.data(), name.size(), 0) & 0x7FFFFFFFFFFFFFFF));
   const Attrs attrs{{"p", p}, {"training", true}, {"seed", seed}};
-  const Tensor y = call1("dropout", {x}, attrs);
-  if (c.output_count() < 2) return {y};
+  if (c.output_count() < 2) return {call1("dropout", {x}, attrs)};
+  // With the mask: one random draw, the dropout of ones (each kept element
+  // 1 / (1 - ratio)), makes both outputs, so they agree whatever run-time
+  // seed is given.
   const Tensor kept = call1("dropout", {call1("ones_like", {x})}, attrs);
-  return {y, call1("ne", {kept, Tensor::scalar(0.0, kept.dtype(), true)})};
+  return {call1("mul", {x, kept}), call1("ne", {kept, Tensor::scalar(0.0, kept.dtype(), true)})};
 }
 
 }  // namespace samba::onnx_import::lower

@@ -48,7 +48,7 @@ const OpRule kTable[] = {
     {"DepthToSpace", 13, kLast, "reshape, permute",
      [](const NodeContext& c) { return lower::depth_space(c, true); }},
     {"Div", 13, kLast, "div", lower::div},
-    {"Dropout", 13, kLast, "dropout, ones_like, ne (identity in inference)", lower::dropout},
+    {"Dropout", 13, kLast, "dropout, ones_like, mul, ne (identity in inference)", lower::dropout},
     {"Elu", 13, kLast, "where, gt, exp, sub, mul",
      [](const NodeContext& c) { return lower::activation(c, "Elu"); }},
     SAMBA_ONNX_BINARY("Equal", "eq"),
