@@ -145,7 +145,7 @@ Out conv(const NodeContext& c) {
 
 // MaxPool's Indices from the registry's, which count h * W + w within each
 // (n, c) plane of the input the registry op saw (x padded explicitly when
-// `pad` is set): ONNX counts over the whole unpadded tensor,
+// `padded`): ONNX counts over the whole unpadded tensor,
 // ((n * C + c) * H + h) * W + w, or with storage_order 1 column-major within
 // the plane, (n * C + c) * H * W + w * H + h. A 1-D input's plane is (L, 1),
 // where both orders give l.
