@@ -1,4 +1,6 @@
 // Lowerings of ONNX math and neural-network ops to registry ops.
+#include <xxhash.h>
+
 #include <cmath>
 
 #include "engine/onnx/lowerings.h"
@@ -223,22 +225,38 @@ Out clip(const NodeContext& c) {
   return {call1("clamp", {x}, attrs)};
 }
 
+// Dropout in training mode is the registry's dropout (its gradient applies
+// the same mask). Its Philox key is the node's `seed`, or else one derived
+// from the node's name, so that the graph's dropouts draw different masks.
 Out dropout(const NodeContext& c) {
-  if (const Tensor* training = c.optional_input(2)) {
-    // Training with a ratio known to be 0 keeps every element, as inference does.
-    const Tensor* ratio = c.optional_input(1);
-    const bool known = training->has_data() && !training->is_symbolic();
-    const bool zero_ratio =
-        ratio && ratio->has_data() && !ratio->is_symbolic() && ratio->item_double() == 0.0;
-    if (!known || (training->item_int() != 0 && !zero_ratio))
-      c.unsupported(
-          "training_mode must be a constant false (or the ratio 0); supported: inference dropout "
-          "(identity)");
-  }
   const Tensor& x = c.input(0);
-  // Every element is kept: the mask is all true.
-  if (c.output_count() > 1) return {x, call1("ones_like", {x}, {{"dtype", DType::Bool}})};
-  return {x};
+  const Tensor* ratio = c.optional_input(1);
+  const Tensor* training = c.optional_input(2);
+  auto known = [](const Tensor* t) { return t && t->has_data() && !t->is_symbolic(); };
+  if (training && !known(training))
+    c.unsupported("training_mode computed at run time; supported: a constant (initializer or "
+                  "Constant)");
+  const bool train = training && training->item_int() != 0;
+  if (train && ratio && !known(ratio))
+    c.unsupported("ratio computed at run time in training mode; supported: a constant "
+                  "(initializer or Constant)");
+  const double p = train && ratio ? ratio->item_double() : 0.5;
+  if (!train || p == 0.0) {
+    // Every element is kept: the mask is all true.
+    if (c.output_count() > 1) return {x, call1("ones_like", {x}, {{"dtype", DType::Bool}})};
+    return {x};
+  }
+  if (p < 0.0 || p > 1.0) c.invalid("ratio {} must be in [0, 1]", p);
+  const std::string& name = c.node().name;
+  const int64_t seed = c.attr_int(
+      "seed", static_cast<int64_t>(XXH64(name.data(), name.size(), 0) & 0x7FFFFFFFFFFFFFFF));
+  const Attrs attrs{{"p", p}, {"training", true}, {"seed", seed}};
+  if (c.output_count() < 2) return {call1("dropout", {x}, attrs)};
+  // With the mask: one random draw, the dropout of ones (each kept element
+  // 1 / (1 - ratio)), makes both outputs, so they agree whatever run-time
+  // seed is given.
+  const Tensor kept = call1("dropout", {call1("ones_like", {x})}, attrs);
+  return {call1("mul", {x, kept}), call1("ne", {kept, Tensor::scalar(0.0, kept.dtype(), true)})};
 }
 
 }  // namespace samba::onnx_import::lower

@@ -119,11 +119,6 @@ std::vector<int64_t> kernel_of_weight(const NodeContext& c, const Tensor& x, con
   return kernel;
 }
 
-void require_one_output(const NodeContext& c) {
-  if (c.output_count() > 1)
-    c.unsupported("{} outputs are requested; supported: the first output only", c.output_count());
-}
-
 }  // namespace
 
 Out conv(const NodeContext& c) {
@@ -148,16 +143,50 @@ Out conv(const NodeContext& c) {
       sp.out(bias ? call1("conv2d", {x2, w2, *bias}, attrs) : call1("conv2d", {x2, w2}, attrs))};
 }
 
+// MaxPool's Indices from the registry's, which count h * W + w within each
+// (n, c) plane of the input the registry op saw (x padded explicitly when
+// `padded`): ONNX counts over the whole unpadded tensor,
+// ((n * C + c) * H + h) * W + w, or with storage_order 1 column-major within
+// the plane, (n * C + c) * H * W + w * H + h. A 1-D input's plane is (L, 1),
+// where both orders give l.
+Tensor onnx_max_indices(const Tensor& x, const Tensor& plane_index, const Window& win,
+                        bool padded, bool column_major) {
+  const bool one_d = x.dim() == 3;
+  const int64_t n = x.size(0), channels = x.size(1), h = x.size(2), w = one_d ? 1 : x.size(3);
+  const int64_t top = padded ? win.begin[0] : 0, left = padded && !one_d ? win.begin[1] : 0;
+  const int64_t padded_w = padded && !one_d ? w + win.begin[1] + win.end[1] : w;
+  auto scalar = [](int64_t v) {
+    return Tensor::scalar(static_cast<double>(v), DType::Int64, true);
+  };
+  Tensor row = call1("div", {plane_index, scalar(padded_w)},
+                     {{"rounding_mode", std::string("floor")}});
+  Tensor col = call1("sub", {plane_index, call1("mul", {row, scalar(padded_w)})});
+  if (top != 0) row = call1("sub", {row, scalar(top)});
+  if (left != 0) col = call1("sub", {col, scalar(left)});
+  const Tensor in_plane = column_major ? call1("add", {call1("mul", {col, scalar(h)}), row})
+                                       : call1("add", {call1("mul", {row, scalar(w)}), col});
+  const Tensor plane_start =
+      call1("reshape",
+            {call1("arange", {}, {{"end", static_cast<double>(n * channels * h * w)},
+                                  {"step", static_cast<double>(h * w)},
+                                  {"dtype", DType::Int64}})},
+            {{"shape", std::vector<int64_t>{n, channels, 1, 1}}});
+  return call1("add", {in_plane, plane_start});
+}
+
 Out max_pool(const NodeContext& c) {
   const Tensor& x = c.input(0);
   const Spatial sp = spatial_of(c, x);
-  require_one_output(c);
-  if (c.attr_int("storage_order", 0) != 0)
-    c.unsupported("storage_order 1 is not supported; supported: 0");
+  if (c.output_count() > 2)
+    c.invalid("{} outputs are named; MaxPool has 2 (Y, Indices)", c.output_count());
+  const int64_t storage_order = c.attr_int("storage_order", 0);
+  if (storage_order != 0 && storage_order != 1)
+    c.invalid("storage_order {}; expected 0 (row-major) or 1 (column-major)", storage_order);
   const Window win = window_of(c, x, sp.rank, ints_or(c, "kernel_shape", sp.rank, 0));
   Tensor x2 = sp.in(x);
   std::vector<int64_t> padding = win.begin;
-  if (!registry_pads(win, true)) {
+  const bool padded = !registry_pads(win, true);
+  if (padded) {
     // Padding never wins a maximum.
     x2 = pad_explicitly(c, sp, x2, win, -std::numeric_limits<double>::infinity());
     padding.assign(sp.rank, 0);
@@ -167,7 +196,10 @@ Out max_pool(const NodeContext& c) {
               {"padding", sp.widen(padding, 0)},
               {"dilation", sp.widen(win.dilation, 1)},
               {"ceil_mode", c.attr_int("ceil_mode", 0) != 0}};
-  return {sp.out(call1("max_pool2d", {x2}, attrs))};
+  if (c.output_count() < 2) return {sp.out(call1("max_pool2d", {x2}, attrs))};
+  const std::vector<Tensor> pooled = call("max_pool2d_with_indices", {x2}, attrs);
+  const Tensor indices = onnx_max_indices(x, pooled[1], win, padded, storage_order == 1);
+  return {sp.out(pooled[0]), sp.out(indices)};
 }
 
 Out average_pool(const NodeContext& c) {

@@ -16,6 +16,7 @@ namespace samba::ops {
 namespace {
 
 constexpr const char* kMaxPool = "max_pool2d";
+constexpr const char* kMaxPoolIndices = "max_pool2d_with_indices";
 constexpr const char* kMaxPoolGrad = "max_pool2d_backward";
 constexpr const char* kAvgPool = "avg_pool2d";
 constexpr const char* kAvgPoolGrad = "avg_pool2d_backward";
@@ -92,11 +93,14 @@ std::vector<Taps> column_taps(const PoolGeometry& g) {
   return cols;
 }
 
-// The forward needs only the value: each kernel tap is swept across a whole
-// output row, which vectorizes, and taps are visited in window order so the
-// result is the window's first maximum (NaN wins) as in PyTorch.
-template <typename T>
-void max_pool_forward(const PoolGeometry& g, const T* x, T* out) {
+// Each kernel tap is swept across a whole output row, which vectorizes, and
+// taps are visited in window order, so a strict compare keeps the window's
+// first maximum (a NaN replaces it, as in PyTorch's CPU kernel). With
+// kIndices, `indices` gets the position in the plane (h * W + w) of each
+// maximum; it starts at the window's first tap inside the input, which
+// PyTorch reports when no element beats the empty window's -inf.
+template <typename T, bool kIndices = false>
+void max_pool_forward(const PoolGeometry& g, const T* x, T* out, int64_t* indices = nullptr) {
   const PoolParams& p = g.p;
   const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w, sw = p.stride.w;
   const T empty = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
@@ -108,22 +112,28 @@ void max_pool_forward(const PoolGeometry& g, const T* x, T* out) {
       const T* xp = x + pl * in_plane;
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
         T* orow = out + pl * out_plane + oh * g.out_w;
+        int64_t* irow = kIndices ? indices + pl * out_plane + oh * g.out_w : nullptr;
         std::fill_n(orow, g.out_w, empty);
         const int64_t hs = oh * p.stride.h - p.padding.h;
+        if constexpr (kIndices) {
+          const int64_t first_row = hs + t.rows[oh].lo * p.dilation.h;
+          for (int64_t ow = 0; ow < g.out_w; ++ow)
+            irow[ow] = first_row * g.in_w + ow * sw - p.padding.w + t.cols[ow].lo * p.dilation.w;
+        }
         for (int64_t i = t.rows[oh].lo; i < t.rows[oh].hi; ++i) {
-          const T* xrow = xp + (hs + i * p.dilation.h) * g.in_w;
+          const int64_t row_at = (hs + i * p.dilation.h) * g.in_w;
           for (int64_t j = 0; j < p.kernel.w; ++j) {
             const Taps c = cols[j];
             if (c.lo >= c.hi) continue;
+            const int64_t first_at = row_at + j * p.dilation.w - p.padding.w + c.lo * sw;
             T* __restrict dst = orow + c.lo;
-            const T* __restrict src = xrow + (j * p.dilation.w - p.padding.w + c.lo * sw);
+            const T* __restrict src = xp + first_at;
             for (int64_t k = 0; k < c.hi - c.lo; ++k) {
               const T v = src[k * sw];
-              if constexpr (std::is_floating_point_v<T>) {
-                dst[k] = (v > dst[k] || std::isnan(v)) ? v : dst[k];
-              } else {
-                dst[k] = v > dst[k] ? v : dst[k];
-              }
+              bool take = v > dst[k];
+              if constexpr (std::is_floating_point_v<T>) take = take || std::isnan(v);
+              dst[k] = take ? v : dst[k];
+              if constexpr (kIndices) irow[c.lo + k] = take ? first_at + k * sw : irow[c.lo + k];
             }
           }
         }
@@ -350,35 +360,68 @@ Dims pooled_grad_shape(const Tensor& grad) {
   return {grad.shape()[grad.dim() - 2], grad.shape()[grad.dim() - 1]};
 }
 
+// max_pool2d and max_pool2d_with_indices share their checks and kernel; the
+// latter also writes int64 indices (output 1).
+std::vector<TensorMeta> max_pool_meta(const InferContext& c, std::string_view op,
+                                      bool with_indices) {
+  const Tensor& x = c.inputs[0];
+  SAMBA_CHECK(x.dtype() != DType::Bool, Status::DTypeMismatch,
+              "{}: x has dtype bool; a numeric dtype is needed", op);
+  const Dims out = max_geometry(x.shape(), c.attrs, op).output_shape();
+  if (with_indices) return {{x.dtype(), out}, {DType::Int64, out}};
+  return {{x.dtype(), out}};
+}
+
+void max_pool_kernel(KernelContext& c, std::string_view op, bool with_indices) {
+  const PoolGeometry g = max_geometry(c.inputs[0].shape(), c.attrs, op);
+  if (c.outputs[0].numel() == 0) return;
+  int64_t* indices = with_indices ? c.outputs[1].data<int64_t>() : nullptr;
+  auto run = [&]<typename T>(const T* x, T* out) {
+    if (with_indices)
+      max_pool_forward<T, true>(g, x, out, indices);
+    else
+      max_pool_forward<T>(g, x, out);
+  };
+  if (is_floating(c.inputs[0].dtype())) {
+    in_compute_type(op, {c.inputs[0]}, c.outputs[0],
+                    [&](auto tag, const std::vector<Tensor>& in, const Tensor& out) {
+                      using T = decltype(tag);
+                      run(in[0].data<T>(), out.data<T>());
+                    });
+    return;
+  }
+  SAMBA_DISPATCH_INTEGRAL(c.inputs[0].dtype(), op, [&] {
+    run(c.inputs[0].data<scalar_t>(), c.outputs[0].data<scalar_t>());
+  });
+}
+
 void register_max(OpRegistry& r) {
   with_max_attrs(r.def(kMaxPool)
                      .doc("2-D max pooling of x (N, C, H, W) or (C, H, W); padding never wins.")
                      .input("x"))
       .fusion(Fusion::Opaque)
-      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
-        const Tensor& x = c.inputs[0];
-        SAMBA_CHECK(x.dtype() != DType::Bool, Status::DTypeMismatch,
-                    "{}: x has dtype bool; a numeric dtype is needed", kMaxPool);
-        return {{x.dtype(), max_geometry(x.shape(), c.attrs, kMaxPool).output_shape()}};
-      })
-      .kernel([](KernelContext& c) {
-        const PoolGeometry g = max_geometry(c.inputs[0].shape(), c.attrs, kMaxPool);
-        if (c.outputs[0].numel() == 0) return;
-        if (is_floating(c.inputs[0].dtype())) {
-          in_compute_type(kMaxPool, {c.inputs[0]}, c.outputs[0],
-                          [&](auto tag, const std::vector<Tensor>& in, const Tensor& out) {
-                            using T = decltype(tag);
-                            max_pool_forward<T>(g, in[0].data<T>(), out.data<T>());
-                          });
-          return;
-        }
-        SAMBA_DISPATCH_INTEGRAL(c.inputs[0].dtype(), kMaxPool, [&] {
-          max_pool_forward<scalar_t>(g, c.inputs[0].data<scalar_t>(),
-                                     c.outputs[0].data<scalar_t>());
-        });
-      })
+      .infer([](const InferContext& c) { return max_pool_meta(c, kMaxPool, false); })
+      .kernel([](KernelContext& c) { max_pool_kernel(c, kMaxPool, false); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1(kMaxPoolGrad, {c.grad_outputs[0], c.inputs[0]}, c.attrs)};
+      });
+
+  with_max_attrs(
+      r.def(kMaxPoolIndices)
+          .doc("max_pool2d that also returns where each maximum is: the int64 index h * W + w of "
+               "the window's first maximum (the last NaN when the window holds NaN) in its "
+               "(n, c) plane of x, as torch's max_pool2d(..., return_indices=True).")
+          .input("x")
+          .output("values")
+          .output("indices", "int64, position of each maximum within its (n, c) plane"))
+      .fusion(Fusion::Opaque)
+      .infer([](const InferContext& c) { return max_pool_meta(c, kMaxPoolIndices, true); })
+      .kernel([](KernelContext& c) { max_pool_kernel(c, kMaxPoolIndices, true); })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        // The indices have no gradient; the values' goes where max_pool2d's does.
+        const Tensor& g = c.grad_outputs[0];
+        if (!g.defined() || !c.needs_grad(0)) return {Tensor()};
+        return {call1(kMaxPoolGrad, {g, c.inputs[0]}, c.attrs)};
       });
 
   with_max_attrs(r.def(kMaxPoolGrad)

@@ -320,3 +320,56 @@ def test_training_pef_evaluated_with_train_false_uses_the_running_statistics(tmp
     s.to_cpu(net)
     assert_state_matches(model, reference)
     assert model.bn.num_batches_tracked.item() == 3, "evaluation runs count no batch"
+
+
+def ties_and_nan(shape, seed):
+    """Small integers (so windows hold ties) with a NaN, as float32."""
+    x = np.random.default_rng(seed).integers(-3, 4, size=shape).astype(np.float32)
+    x.flat[5] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), ceil_mode=True),
+    dict(kernel_size=2, stride=1, dilation=2),
+    dict(kernel_size=3, stride=2, padding=1, dilation=(1, 2), ceil_mode=True),
+])
+def test_max_pool2d_return_indices_matches_torch(kwargs):
+    """Values, indices (ties go to the window's first maximum, NaN wins) and the
+    values' gradient, as torch's CPU kernel computes them."""
+    for x in (ties_and_nan((2, 3, 7, 6), 1), randn(3, 9, 8, seed=2)):
+        ours, theirs = leaf(x), torch.tensor(x, requires_grad=True)
+        got, got_idx = F.max_pool2d(ours, return_indices=True, **kwargs)
+        want, want_idx = F.max_pool2d(theirs, return_indices=True, **kwargs)
+        assert got_idx.numpy().dtype == np.int64
+        np.testing.assert_array_equal(got_idx.numpy(), want_idx.numpy())
+        np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+        weights = randn(*want.shape, seed=3)
+        (got * samba.from_numpy(weights)).sum().backward()
+        (want * torch.from_numpy(weights)).sum().backward()
+        np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+def test_max_pool2d_module_with_indices_traces_and_compiles(tmp_path):
+    """nn.MaxPool2d(return_indices=True) in a compiled graph gives torch's pair."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pool = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)
+
+        def forward(self, x):
+            values, indices = self.pool(x)
+            return values * 2, indices
+
+    data = ties_and_nan((2, 2, 6, 5), 4)
+    x = samba.from_numpy(data.copy(), name="x")
+    net = Net()
+    pef = samba.session.compile(net, (x,), name="pool_idx", pef_path=str(tmp_path / "pool_idx.pef"),
+                                inference=True)
+    outs = utils.trace_graph(net, (x,), pef=pef)
+    values, indices = samba.session.run([x], outs, section_types=["FWD"])
+    want, want_idx = net(torch.from_numpy(data))
+    np.testing.assert_array_equal(values.numpy(), want.numpy())
+    np.testing.assert_array_equal(indices.numpy(), want_idx.numpy())

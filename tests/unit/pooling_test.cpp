@@ -1,5 +1,6 @@
-// max_pool2d, avg_pool2d, adaptive_avg_pool2d and their backward ops against
-// direct pooling loops written here in double, plus gradient checks and errors.
+// max_pool2d (with and without indices), avg_pool2d, adaptive_avg_pool2d and their
+// backward ops against direct pooling loops written here in double, plus gradient
+// checks and errors.
 #include <cmath>
 #include <limits>
 
@@ -198,6 +199,16 @@ TEST(MaxPool2d, MatchesDirectPooling) {
       EXPECT_EQ(out.dtype(), dt);
       EXPECT_EQ(out.shape(), want_shape);
       expect_values(out, want, 0);  // a max is exact in every dtype
+      // The same values with indices, which count within each (n, c) plane.
+      auto both = call("max_pool2d_with_indices", {x}, p.max_attrs());
+      expect_values(both[0], want, 0);
+      ASSERT_EQ(both[1].dtype(), DType::Int64);
+      EXPECT_EQ(both[1].shape(), want_shape);
+      const int64_t plane = shape[2] * shape[3], per_plane = want_shape[2] * want_shape[3];
+      std::vector<double> in_plane;
+      for (size_t o = 0; o < argmax.size(); ++o)
+        in_plane.push_back(static_cast<double>(argmax[o] - (o / per_plane) * plane));
+      expect_values(both[1], in_plane, 0);
     }
     ++seed;
   }
@@ -252,50 +263,109 @@ TEST(MaxPool2d, Gradients) {
 
 TEST(MaxPool2d, Errors) {
   Tensor x = rand_tensor({1, 2, 4, 4}, DType::Float32);
-  expect_status(Status::InvalidArgument, [&] { call1("max_pool2d", {x}); },
-                {"max_pool2d", "kernel_size"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{0, 2}}});
-                },
-                {"max_pool2d", "kernel_size", "[0, 2]"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"stride", Ints{-1}}});
-                },
-                {"max_pool2d", "stride"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"dilation", Ints{0}}});
-                },
-                {"max_pool2d", "dilation"});
-  expect_status(Status::InvalidArgument,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}, {"padding", Ints{2}}});
-                },
-                {"max_pool2d", "padding", "half"});
-  expect_status(Status::ShapeMismatch,
-                [&] {
-                  call1("max_pool2d", {x}, {{"kernel_size", Ints{5}}});
-                },
-                {"max_pool2d", "output size", "[1, 2, 4, 4]", "kernel_size [5, 5]"});
-  expect_status(
-      Status::ShapeMismatch,
-      [&] {
-        call1("max_pool2d", {rand_tensor({4, 4}, DType::Float32)}, {{"kernel_size", Ints{2}}});
-      },
-      {"max_pool2d", "[4, 4]"});
-  expect_status(Status::DTypeMismatch,
-                [&] {
-                  call1("max_pool2d", {x.to(DType::Bool)}, {{"kernel_size", Ints{2}}});
-                },
-                {"max_pool2d", "bool"});
+  // The op with indices checks its attributes and input as max_pool2d does.
+  for (const std::string op : {"max_pool2d", "max_pool2d_with_indices"}) {
+    SCOPED_TRACE(op);
+    expect_status(Status::InvalidArgument, [&] { call(op, {x}); }, {op, "kernel_size"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{0, 2}}});
+                  },
+                  {op, "kernel_size", "[0, 2]"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"stride", Ints{-1}}});
+                  },
+                  {op, "stride"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"dilation", Ints{0}}});
+                  },
+                  {op, "dilation"});
+    expect_status(Status::InvalidArgument,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{2}}, {"padding", Ints{2}}});
+                  },
+                  {op, "padding", "half"});
+    expect_status(Status::ShapeMismatch,
+                  [&] {
+                    call(op, {x}, {{"kernel_size", Ints{5}}});
+                  },
+                  {op, "output size", "[1, 2, 4, 4]", "kernel_size [5, 5]"});
+    expect_status(
+        Status::ShapeMismatch,
+        [&] {
+          call(op, {rand_tensor({4, 4}, DType::Float32)}, {{"kernel_size", Ints{2}}});
+        },
+        {op, "[4, 4]"});
+    expect_status(Status::DTypeMismatch,
+                  [&] {
+                    call(op, {x.to(DType::Bool)}, {{"kernel_size", Ints{2}}});
+                  },
+                  {op, "bool"});
+  }
   expect_status(Status::ShapeMismatch,
                 [&] {
                   call1("max_pool2d_backward", {rand_tensor({1, 2, 3, 2}, DType::Float32), x},
                         {{"kernel_size", Ints{2}}});
                 },
                 {"max_pool2d_backward", "grad", "[1, 2, 3, 2]", "[1, 2, 2, 2]"});
+}
+
+// ---- max_pool2d_with_indices ---------------------------------------------------------
+
+// (values, indices) of max_pool2d_with_indices over a (1, 1, H, W) input.
+std::vector<Tensor> pool_with_indices(std::vector<double> v, int64_t h, int64_t w,
+                                      const Attrs& attrs) {
+  return call("max_pool2d_with_indices", {make(std::move(v), {1, 1, h, w})}, attrs);
+}
+
+TEST(MaxPool2dWithIndices, HandComputed) {
+  // Ties: every window is all ones, so each index is the window's first tap.
+  auto ties = pool_with_indices(std::vector<double>(16, 1.0), 4, 4,
+                                {{"kernel_size", Ints{3}}, {"stride", Ints{1}}});
+  expect_values(ties[1], {0, 1, 4, 5});
+  // Padding: indices are of the unpadded input, and padding never wins, even
+  // over negative values.
+  const Attrs padded{{"kernel_size", Ints{3}}, {"stride", Ints{2}}, {"padding", Ints{1}}};
+  auto pos = pool_with_indices(iota(16), 4, 4, padded);
+  expect_values(pos[0], {6, 8, 14, 16});
+  expect_values(pos[1], {5, 7, 13, 15});
+  std::vector<double> negative = iota(16);
+  for (double& v : negative) v = -v;
+  auto neg = pool_with_indices(negative, 4, 4, padded);
+  expect_values(neg[0], {-1, -2, -5, -6});
+  expect_values(neg[1], {0, 1, 4, 5});
+  // ceil_mode: the last windows hang over the input's edge.
+  auto ceil = pool_with_indices(
+      iota(16), 4, 4, {{"kernel_size", Ints{3}}, {"stride", Ints{2}}, {"ceil_mode", true}});
+  expect_values(ceil[0], {11, 12, 15, 16});
+  expect_values(ceil[1], {10, 11, 14, 15});
+  // Dilation 2: window (i, j) holds rows i, i + 2 and columns j, j + 2.
+  auto dilated = pool_with_indices(
+      iota(25), 5, 5, {{"kernel_size", Ints{2}}, {"stride", Ints{1}}, {"dilation", Ints{2}}});
+  expect_values(dilated[0], {13, 14, 15, 18, 19, 20, 23, 24, 25});
+  expect_values(dilated[1], {12, 13, 14, 17, 18, 19, 22, 23, 24});
+}
+
+TEST(MaxPool2dWithIndices, NanAndInfinityAsPyTorch) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // PyTorch's CPU kernel takes every NaN it meets, so the last NaN of a window wins.
+  auto r = pool_with_indices({nan, 1, 3, 4, nan, 2, 7, 8}, 2, 4, {{"kernel_size", Ints{2}}});
+  expect_values(r[0], {nan, 8});
+  expect_values(r[1], {4, 7});
+  // A window of -inf alone reports its first element.
+  auto low = pool_with_indices({-inf, -inf, -inf, -inf}, 2, 2, {{"kernel_size", Ints{2}}});
+  expect_values(low[0], {-inf});
+  expect_values(low[1], {0});
+}
+
+TEST(MaxPool2dWithIndices, GradientGoesThroughTheValues) {
+  Pool p{.kh = 3, .kw = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .ceil = true};
+  check_gradients("max_pool2d_with_indices", {rand_tensor({2, 2, 5, 5})}, p.max_attrs());
+  check_gradients("max_pool2d_with_indices", {noncontiguous(rand_tensor({2, 5, 4}))},
+                  Pool{.kh = 2, .kw = 2, .sh = 1, .sw = 1, .dh = 2, .dw = 1}.max_attrs());
 }
 
 // ---- avg_pool2d ------------------------------------------------------------------

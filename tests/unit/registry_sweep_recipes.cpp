@@ -192,6 +192,9 @@ void add_variants(std::map<std::string, Recipes>& r) {
   r["max_pool2d"].push_back(
       with({uniform({2, 6, 6})},
            {{"kernel_size", Ints{2, 2}}, {"dilation", Ints{2, 2}}, {"ceil_mode", true}}));
+  r["max_pool2d_with_indices"].push_back(
+      with({uniform({2, 6, 6})},
+           {{"kernel_size", Ints{2, 2}}, {"dilation", Ints{2, 2}}, {"ceil_mode", true}}));
   r["avg_pool2d"].push_back(
       with({uniform({2, 5, 5})}, merged(kPool, {{"divisor_override", int64_t{2}}})));
   r["avg_pool2d"].push_back(with({uniform({1, 2, 4, 5})}, {{"kernel_size", Ints{2, 3}}}));
@@ -409,6 +412,7 @@ std::map<std::string, Recipes> build_recipes() {
       with({uniform({}), uniform({3, 4}), index({3}, 4), uniform({4}, 0.5, 2)}));
   // Pooling.
   r["max_pool2d"].push_back(with({uniform({1, 2, 5, 5})}, kPool));
+  r["max_pool2d_with_indices"].push_back(with({uniform({1, 2, 5, 5})}, kPool));
   r["max_pool2d_backward"].push_back(with({uniform({1, 2, 3, 3}), uniform({1, 2, 5, 5})}, kPool));
   const Attrs avg = merged(kPool, {{"ceil_mode", true}, {"count_include_pad", false}});
   r["avg_pool2d"].push_back(with({uniform({1, 2, 5, 5})}, avg));

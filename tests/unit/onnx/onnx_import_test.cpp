@@ -481,15 +481,20 @@ TEST(OnnxImportRefuses, WindowAttributesThatAreNotPositive) {
 TEST(OnnxImportRefuses, AnAttributeValueTheRegistryLacks) {
   onnx::ModelProto m = om::model(13);
   om::input(m, "img", {1, 1, 4, 4});
-  om::attr_ints(om::node(m, "MaxPool", {"img"}, {"y"}, "pool0"), "kernel_shape", {2, 2});
-  om::attr_int(m.mutable_graph()->mutable_node(0), "storage_order", 1);
-  om::output(m, "y", {1, 1, 3, 3});
+  // Pads only after, as wide as the window: explicit padding would add
+  // windows of padding alone.
+  auto* pool = om::node(m, "MaxPool", {"img"}, {"y"}, "pool0");
+  om::attr_ints(pool, "kernel_shape", {2, 2});
+  om::attr_ints(pool, "pads", {0, 0, 2, 2});
+  om::output(m, "y", {1, 1, 5, 5});
   ModelPtr model = load(m);
   samba_tensor* t = floats({1, 1, 4, 4}, std::vector<float>(16, 1.f), "img");
   samba_tensor* out[1] = {};
   size_t n = 0;
   EXPECT_EQ(samba_onnx_model_forward(model.get(), &t, 1, out, 1, &n), SAMBA_ERR_UNSUPPORTED);
-  EXPECT_NE(last_error().find("node 'pool0' (MaxPool, opset 13): storage_order 1 is not supported"),
+  EXPECT_NE(last_error().find("node 'pool0' (MaxPool, opset 13): pads 0 and 2 of spatial dim 0 "
+                              "reach past the window of 2; supported: pads smaller than the "
+                              "window"),
             std::string::npos)
       << last_error();
   EXPECT_EQ(n, 0u);
@@ -576,3 +581,28 @@ TEST(OnnxImportRefuses, AShapeComputedFromTheInputs) {
 }
 
 }  // namespace
+
+TEST(OnnxImport, MaxPoolIndicesCountOverTheWholeTensor) {
+  // Two planes of 2x3, windows 2x2 with stride 2 and one column of padding in
+  // front, which never wins: indices are ((n * C + c) * H + h) * W + w of the
+  // unpadded input.
+  onnx::ModelProto m = om::model(13);
+  om::input(m, "img", {2, 1, 2, 3});
+  auto* pool = om::node(m, "MaxPool", {"img"}, {"y", "at"}, "pool0");
+  om::attr_ints(pool, "kernel_shape", {2, 2});
+  om::attr_ints(pool, "strides", {2, 2});
+  om::attr_ints(pool, "pads", {0, 1, 0, 0});
+  om::output(m, "y", {2, 1, 1, 2});
+  om::output(m, "at", {2, 1, 1, 2}, onnx::TensorProto::INT64);
+  ModelPtr model = load(m);
+  samba_tensor* x = floats({2, 1, 2, 3}, {1, 5, -2, 3, 0, -1, 7, 7, 2, 7, 0, 4}, "img");
+  samba_tensor* out[2] = {};
+  size_t n = 0;
+  ASSERT_EQ(samba_onnx_model_forward(model.get(), &x, 1, out, 2, &n), SAMBA_OK) << last_error();
+  ASSERT_EQ(n, 2u);
+  expect_near(values(out[0]), {3, 5, 7, 7});
+  std::vector<int64_t> at(4);
+  EXPECT_EQ(samba_tensor_copy_to(out[1], at.data(), at.size() * sizeof(int64_t)), SAMBA_OK);
+  EXPECT_EQ(at, (std::vector<int64_t>{3, 1, 6, 7}));  // ties: the first in window order
+  for (samba_tensor* t : {x, out[0], out[1]}) samba_tensor_release(t);
+}

@@ -43,6 +43,11 @@ _TABLE = [
      "input:indices weight padding_idx max_norm=None norm_type=2.0 scale_grad_by_freq=False sparse=False"),
     ("nn.functional.max_pool2d", "max_pool2d",
      "input:x kernel_size stride padding dilation ceil_mode return_indices=False"),
+    # max_pool2d(..., return_indices=True) and nn.MaxPool2d(return_indices=True)
+    # reach torch through this one, which returns (values, indices) whatever
+    # return_indices says.
+    ("nn.functional.max_pool2d_with_indices", "max_pool2d_with_indices",
+     "input:x kernel_size stride padding dilation ceil_mode return_indices=*"),
     ("nn.functional.avg_pool2d", "avg_pool2d",
      "input:x kernel_size stride padding ceil_mode count_include_pad divisor_override=None"),
     ("flatten", "flatten", "input:x start_dim end_dim"),
