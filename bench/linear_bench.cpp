@@ -237,20 +237,11 @@ void BM_SmallGemm(benchmark::State& state) {
 }
 void small_gemm_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "n", "k", "tb"});
-  for (int64_t tb : {0, 1}) {
-    b->Args({1, 256, 256, tb});
-    b->Args({4, 256, 256, tb});
-    b->Args({8, 32, 32, tb});
-    b->Args({16, 64, 64, tb});
-    b->Args({16, 256, 256, tb});
-    b->Args({32, 128, 128, tb});
-    b->Args({64, 64, 64, tb});
-    b->Args({128, 128, 128, tb});
-    b->Args({256, 64, 64, tb});
-    b->Args({512, 128, 128, tb});
-    b->Args({1024, 32, 32, tb});
-    b->Args({64, 512, 128, tb});
-  }
+  const int64_t shapes[][3] = {{1, 256, 256},  {4, 256, 256},   {8, 32, 32},    {16, 64, 64},
+                               {16, 256, 256}, {32, 128, 128},  {64, 64, 64},   {128, 128, 128},
+                               {256, 64, 64},  {512, 128, 128}, {1024, 32, 32}, {64, 512, 128}};
+  for (int64_t tb : {0, 1})
+    for (const auto& s : shapes) b->Args({s[0], s[1], s[2], tb});
 }
 BENCHMARK(BM_SmallGemm)->Apply(small_gemm_shapes)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
