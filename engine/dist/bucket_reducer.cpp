@@ -8,21 +8,29 @@
 namespace samba::dist {
 namespace {
 
-template <typename T>
-void divide(void* data, size_t count, int n) {
-  T* x = static_cast<T*>(data);
-  const T d = static_cast<T>(n);
-  for (size_t i = 0; i < count; ++i) x[i] /= d;
+void abandon_until_exit(std::unique_ptr<RingMean> ring, Ref<Storage> staging) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::pair<std::unique_ptr<RingMean>, Ref<Storage>>>;
+  std::lock_guard<std::mutex> lock(mu);
+  kept->emplace_back(std::move(ring), std::move(staging));
 }
 
 }  // namespace
 
 BucketReducer::BucketReducer(Communicator& comm, std::vector<ReduceRange> buckets) : comm_(comm) {
+  // Each bucket's ring has a tag of its own, its index, so the messages of
+  // buckets in flight together never match each other's receives.
+  SAMBA_CHECK(buckets.size() <= static_cast<size_t>(comm.max_tag()) + 1, Status::OutOfRange,
+              "REDUCE: {} gradient buckets; the transport's tags allow at most {} (one per "
+              "bucket): compile with larger buckets",
+              buckets.size(), static_cast<int64_t>(comm.max_tag()) + 1);
   buckets_.resize(buckets.size());
   for (size_t b = 0; b < buckets.size(); ++b) {
     buckets_[b].range = buckets[b];
     const size_t bytes = buckets[b].count * element_size(buckets[b].dtype);
     buckets_[b].staging = Storage::allocate(bytes, false, pinned_pool());
+    buckets_[b].ring = std::make_unique<RingMean>(comm, buckets[b].count, buckets[b].dtype,
+                                                  static_cast<int>(b));
   }
   polling_.reserve(buckets_.size());
   thread_ = std::thread([this] { loop(); });
@@ -35,6 +43,10 @@ BucketReducer::~BucketReducer() {
   }
   work_cv_.notify_all();
   thread_.join();
+  // A ring still in flight (after a failure) may yet be written by MPI (a
+  // late peer): its buffers are kept until exit.
+  for (Slot& s : buckets_)
+    if (!s.ring->done()) abandon_until_exit(std::move(s.ring), std::move(s.staging));
 }
 
 void BucketReducer::begin_step(bool staged) {
@@ -52,10 +64,7 @@ void BucketReducer::begin_step(bool staged) {
     wait_all();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (Slot& s : buckets_) {
-    s.ready = s.started = s.done = false;
-    s.collective.reset();
-  }
+  for (Slot& s : buckets_) s.ready = s.started = s.done = false;
   next_ = 0;
   staged_ = staged;
 }
@@ -106,16 +115,10 @@ void BucketReducer::wait_all() {
   for (size_t b = 0; b < buckets_.size(); ++b) wait(b);
 }
 
-// Copies a staged bucket back and divides by the world size: the same
-// arithmetic whether staged or not.
+// A staged bucket's mean goes back to device memory.
 void BucketReducer::finish(Slot& s) {
-  void* data = staged_ ? s.staging->data() : s.range.device;
-  const size_t bytes = s.range.count * element_size(s.range.dtype);
-  if (s.range.dtype == DType::Float32)
-    divide<float>(data, s.range.count, comm_.size());
-  else
-    divide<double>(data, s.range.count, comm_.size());
-  if (staged_) std::memcpy(s.range.device, data, bytes);
+  if (staged_)
+    std::memcpy(s.range.device, s.staging->data(), s.range.count * element_size(s.range.dtype));
 }
 
 void BucketReducer::loop() {
@@ -132,7 +135,7 @@ void BucketReducer::loop() {
                       s.range.count * element_size(s.range.dtype));
           data = s.staging->data();
         }
-        s.collective = comm_.start_allreduce_sum(data, s.range.count, s.range.dtype);
+        s.ring->start(data);
       } catch (...) {
         error_ = std::current_exception();
         break;
@@ -155,13 +158,17 @@ void BucketReducer::loop() {
     // Poll them without holding the lock, so backward's threads can mark
     // buckets ready meanwhile. No other thread touches an in-flight slot.
     lock.unlock();
-    bool progressed = false;
+    bool progressed = false;  // a bucket completed
+    bool ring_moved = false;  // or a ring took a step
     std::exception_ptr err;
     for (size_t k = 0; k < polling_.size() && !err; ++k) {
       const size_t b = polling_[k];
       Slot& s = buckets_[b];
       try {
-        if (comm_.test(*s.collective)) {
+        bool advanced = false;
+        const bool done = s.ring->test(&advanced);
+        if (advanced) ring_moved = true;
+        if (done) {
           finish(s);
           progressed = true;
           lock.lock();
@@ -181,13 +188,14 @@ void BucketReducer::loop() {
     lock.lock();
     if (err && !error_) error_ = err;
     if (progressed || err) done_cv_.notify_all();
-    if (progressed) last_progress_ = std::chrono::steady_clock::now();
-    if (!progressed && !err) {
-      // Nothing completed. MPI's non-blocking collectives advance only inside
-      // MPI_Test, one round per call, so a sleeping poller stretches every
-      // round of a multi-round all-reduce: poll back to back (yielding the
-      // core to compute threads that want it) for a while after the last
-      // progress, and only then back off to short sleeps.
+    if (progressed || ring_moved) last_progress_ = std::chrono::steady_clock::now();
+    if (!progressed && !ring_moved && !err) {
+      // Nothing moved. MPI moves a large message only inside MPI calls (a
+      // shared-memory rendezvous is copied by the receiver's MPI_Test), and
+      // a ring's next step starts only when this thread sees the last one
+      // done, so a sleeping poller stretches every step: poll back to back
+      // (yielding the core to compute threads that want it) for a while
+      // after the last progress, and only then back off to short sleeps.
       lock.unlock();
       if (std::chrono::steady_clock::now() - last_progress_ < std::chrono::milliseconds(5))
         std::this_thread::yield();

@@ -5,12 +5,13 @@
 // Order. Buckets start strictly in their index order (the PEF's order: the
 // reverse of the order backward produces gradients), whatever order they
 // become ready in, so every rank issues the same collectives in the same
-// order, as MPI requires. A bucket's mean is always the same calls: one
-// MPI_Iallreduce(SUM) of the whole bucket, then a division of each element
-// by the world size. So the summation order of an element depends only on
-// the world size and the bucket's size, never on the overlap mode or on
-// staging: normal, inorder and optimal runs, on device memory or staged
-// through pinned host buffers, give bit-identical results.
+// order. A bucket's mean is always the same ring all-reduce on the bucket's
+// own tag, its index (engine/dist/ring_allreduce.h: the reduce-scatter's
+// last add divides by the world size). So the summation order of an element
+// depends only on the world size and the bucket's size, never on the overlap
+// mode or on staging: normal, inorder and optimal runs, on device memory or
+// staged through pinned host buffers, give bit-identical results, and every
+// rank ends with the same bytes.
 //
 // Staging (reduce_on_rdu off): the bucket is copied to a pinned host buffer
 // made at construction, reduced there and copied back, as the real system
@@ -33,6 +34,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/storage.h"
 #include "engine/dist/communicator.h"
+#include "engine/dist/ring_allreduce.h"
 
 namespace samba::dist {
 
@@ -44,8 +46,9 @@ struct ReduceRange {
 
 class BucketReducer {
  public:
-  // Starts the communication thread. Makes the staging buffers (pinned) now,
-  // so a step allocates nothing.
+  // Starts the communication thread. Makes the staging buffers (pinned) and
+  // the rings' receive buffers now, so a step allocates nothing but request
+  // handles.
   BucketReducer(Communicator& comm, std::vector<ReduceRange> buckets);
   ~BucketReducer();
   BucketReducer(const BucketReducer&) = delete;
@@ -70,7 +73,7 @@ class BucketReducer {
     bool ready = false;
     bool started = false;
     bool done = false;
-    std::unique_ptr<Collective> collective;
+    std::unique_ptr<RingMean> ring;
     std::chrono::steady_clock::time_point start_time;
   };
   void loop();
