@@ -51,8 +51,10 @@ RingMean::RingMean(Communicator& comm, size_t count, DType dtype, int tag, size_
   SAMBA_CHECK(tag >= 0 && tag <= comm.max_tag(), Status::OutOfRange,
               "ring all-reduce tag {}; the transport's tags are 0 to {}", tag, comm.max_tag());
   segment_ = std::max<size_t>(1, std::min(segment_bytes, kMaxMessageBytes) / elsize_);
+  exchange_ = ranks_ == 2 && count * elsize_ <= kExchangeBytes;
   if (ranks_ > 1) {
-    const size_t largest = chunk(0).count;  // the first chunks take the remainder
+    // The first chunks take the remainder.
+    const size_t largest = exchange_ ? count : chunk(0).count;
     scratch_ = Storage::allocate(std::max<size_t>(1, largest) * elsize_);
     recvs_.reserve(segments(chunk(0)));
     sends_.reserve(segments(chunk(0)));
@@ -85,6 +87,13 @@ void RingMean::start(void* data) {
   done_ = false;
   sends_.clear();
   next_sends_.clear();
+  if (exchange_) {
+    const int peer = 1 - rank_;
+    recvs_.clear();
+    recvs_.push_back(comm_.start_recv(scratch_->data(), count_ * elsize_, peer, tag_));
+    sends_.push_back(comm_.start_send(data_, count_ * elsize_, peer, tag_));
+    return;
+  }
   post_recvs(0);
   const Chunk c = chunk(send_chunk(0));
   for (size_t s = 0; s < segments(c); ++s) post_send(0, s, sends_);
@@ -137,6 +146,17 @@ bool RingMean::sends_done(std::vector<std::unique_ptr<Collective>>& sends) {
 
 bool RingMean::test(bool* advanced) {
   if (advanced) *advanced = false;
+  if (exchange_ && !done_) {
+    // The send reads the bucket: it must be done before the mean replaces it.
+    if (!comm_.test(*recvs_[0]) || !sends_done(sends_)) return false;
+    if (dtype_ == DType::Float32)
+      add<float>(data_, scratch_->data(), count_, true, 2);
+    else
+      add<double>(data_, scratch_->data(), count_, true, 2);
+    recvs_.clear();
+    done_ = true;
+    if (advanced) *advanced = true;
+  }
   while (!done_) {
     for (; next_segment_ < recvs_.size(); ++next_segment_) {
       if (!comm_.test(*recvs_[next_segment_])) return false;

@@ -23,6 +23,9 @@
 // moves on segment by segment: segment s is sent on as soon as it is added,
 // while segment s+1 is still arriving.
 //
+// At two ranks a small bucket is one exchange of the whole bucket instead
+// (kExchangeBytes), with the same result bit for bit.
+//
 // Summation order (fixed): chunk c's mean is
 //   (x[c-1] + (x[c-2] + ( ... + (x[c+1] + x[c]) ... ))) / p   (ranks mod p),
 // computed once, on rank c-1, and copied to every other rank, so every rank
@@ -49,9 +52,19 @@ namespace samba::dist {
 
 class RingMean {
  public:
-  // The size of one message (a segment of a chunk); see
-  // docs/distributed-runtime.md for how it was chosen.
-  static constexpr size_t kDefaultSegmentBytes = size_t{256} << 10;
+  // The largest message (a segment of a chunk). Segmenting a chunk, so that
+  // adding segment s overlaps receiving s+1, did not pay on shared memory
+  // (2 ranks, 4.3 MiB: 256 KiB segments 80%, 1 MiB 104%, 4 MiB 114%, whole
+  // chunks 138% of a blocking MPI_Allreduce; Open MPI already pipelines a
+  // large message in fragments, and each more message is one more
+  // rendezvous that needs the peer's next MPI call), so by default a chunk
+  // is one message up to 1 GiB (MPI counts are int).
+  static constexpr size_t kDefaultSegmentBytes = size_t{1} << 30;
+  // At two ranks a bucket up to this size is one exchange of the whole
+  // bucket, each rank computing (mine + received) / 2 over all of it: the
+  // ring's result bit for bit (IEEE addition is commutative), in one round
+  // trip instead of two, which is what a latency-bound bucket pays for.
+  static constexpr size_t kExchangeBytes = size_t{1} << 20;
 
   // A ring for buckets of `count` elements of `dtype` (Float32 or Float64)
   // on `tag`. Makes its receive buffer now (one chunk), so a run allocates
@@ -102,6 +115,7 @@ class RingMean {
   std::vector<std::unique_ptr<Collective>> recvs_;       // step_'s, by segment
   std::vector<std::unique_ptr<Collective>> sends_;       // step_'s
   std::vector<std::unique_ptr<Collective>> next_sends_;  // step_ + 1's, started early
+  bool exchange_ = false;  // two ranks, a small bucket: kExchangeBytes
   bool done_ = true;
 };
 

@@ -110,13 +110,35 @@ TEST(RingMean, FollowsTheDocumentedOrderOnEveryRankForUnevenAndTinyBuckets) {
 }
 
 TEST(RingMean, ABigBucketInSegmentsGivesTheSameBytesAsInOneMessage) {
-  const auto x = random_inputs<float>(3, 300007, 11);
-  const auto segmented = ring_mean(x, 64 << 10);
-  const auto whole = ring_mean(x, size_t{1} << 30);
-  for (int r = 0; r < 3; ++r)
-    EXPECT_EQ(std::memcmp(segmented[r].data(), whole[r].data(), x[0].size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(whole[0].data(), documented_mean(x).data(), x[0].size() * sizeof(float)),
-            0);
+  // At 2 ranks above kExchangeBytes, and at 3: the ring proper.
+  for (int p : {2, 3}) {
+    const auto x = random_inputs<float>(p, 300007, 11);
+    ASSERT_GT(x[0].size() * sizeof(float), RingMean::kExchangeBytes);
+    const auto segmented = ring_mean(x, 64 << 10);
+    const auto whole = ring_mean(x, size_t{1} << 30);
+    for (int r = 0; r < p; ++r)
+      EXPECT_EQ(std::memcmp(segmented[r].data(), whole[r].data(), x[0].size() * sizeof(float)),
+                0);
+    EXPECT_EQ(
+        std::memcmp(whole[0].data(), documented_mean(x).data(), x[0].size() * sizeof(float)), 0);
+  }
+}
+
+TEST(RingMean, TwoRanksExchangeASmallBucketInOneMessageEach) {
+  const auto x = random_inputs<double>(2, 1001, 5);
+  InProcessJob job(2);
+  std::vector<std::vector<double>> out = x;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      RingMean ring(job.rank(r), 1001, DType::Float64, 0);
+      ring.start(out[r].data());
+      while (!ring.test()) std::this_thread::yield();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(job.messages_sent(), 2u);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(std::memcmp(out[r].data(), documented_mean(x).data(), 1001 * sizeof(double)), 0);
 }
 
 TEST(RingMean, RunsBackToBackOnOneTagWithoutMixingTheirMessages) {
