@@ -175,8 +175,10 @@ void BucketReducer::loop() {
       // done, so a sleeping poller stretches every step: poll back to back
       // (yielding the core to compute threads that want it) for a while
       // after the last progress, and only then back off to short sleeps.
+      const bool recent =
+          std::chrono::steady_clock::now() - last_progress_ < std::chrono::milliseconds(5);
       lock.unlock();
-      if (std::chrono::steady_clock::now() - last_progress_ < std::chrono::milliseconds(5))
+      if (recent)
         std::this_thread::yield();
       else
         std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -6,8 +6,8 @@
 // engine/dist/*.cpp, so the rest of the engine and the C ABI compile without
 // mpi.h, and a build without MPI links engine/dist/no_mpi.cpp instead.
 //
-// Collectives are non-blocking underneath (MPI_I*): a Collective is started,
-// then polled with test() until done, so no call ever blocks inside MPI and
+// Collectives and messages are non-blocking underneath (MPI_I*, MPI_Isend,
+// MPI_Irecv): a Collective is started, then polled with test() until done, so no call ever blocks inside MPI and
 // every wait is bounded by the timeout. test() also reports an abort notice
 // from a peer (samba_dist_abort), failing with Cancelled and the peer's rank.
 //
