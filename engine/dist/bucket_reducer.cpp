@@ -142,8 +142,8 @@ void BucketReducer::wait(size_t b, bool hand_back) {
     done_cv_.notify_all();
   }
   // Buckets still in flight or ready are the communication thread's again.
-  if (hand_back && polled && (next_ < buckets_.size() || std::any_of(buckets_.begin(), buckets_.end(),
-                                                        [](const Slot& s) { return s.started && !s.done; })))
+  const auto left = [](const Slot& s) { return s.ready && !s.done; };
+  if (hand_back && polled && std::any_of(buckets_.begin(), buckets_.end(), left))
     work_cv_.notify_all();
 }
 

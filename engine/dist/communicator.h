@@ -7,9 +7,10 @@
 // mpi.h, and a build without MPI links engine/dist/no_mpi.cpp instead.
 //
 // Collectives and messages are non-blocking underneath (MPI_I*, MPI_Isend,
-// MPI_Irecv): a Collective is started, then polled with test() until done, so no call ever blocks inside MPI and
-// every wait is bounded by the timeout. test() also reports an abort notice
-// from a peer (samba_dist_abort), failing with Cancelled and the peer's rank.
+// MPI_Irecv): a Collective is started, then polled with test() until done,
+// so no call ever blocks inside MPI and every wait is bounded by the timeout.
+// test() also reports an abort notice from a peer (samba_dist_abort), failing
+// with Cancelled and the peer's rank.
 //
 // Thread safety: every member may be called from any thread; the MPI calls
 // behind them are serialized (MPI_THREAD_SERIALIZED is what Samba asks MPI

@@ -159,7 +159,8 @@ int time_against_mpi(Communicator& comm, int reps) {
     const std::vector<size_t> segments{size_t{256} << 10, size_t{1} << 20, size_t{4} << 20,
                                        size_t{1} << 30};
     std::vector<std::unique_ptr<RingMean>> rings;
-    for (size_t s : segments) rings.push_back(std::make_unique<RingMean>(comm, count, DType::Float32, 2, s));
+    for (size_t s : segments)
+      rings.push_back(std::make_unique<RingMean>(comm, count, DType::Float32, 2, s));
     BucketReducer reducer(comm, {{data.data(), count, DType::Float32}});
     std::vector<double> bare;
     std::vector<std::vector<double>> ring(segments.size());

@@ -83,7 +83,8 @@ TEST(BucketReducer, StartsInBucketOrderAndAveragesWhateverTheReadyOrder) {
   const Buckets x = three_buckets(0);
   for (size_t k = 0; k < 3; ++k)
     for (size_t i = 0; i < x.data[k].size(); ++i) {
-      ASSERT_NEAR(b[0].data[k][i], x.data[k][i] + 1.5f, 1e-5f) << "bucket " << k << " element " << i;
+      ASSERT_NEAR(b[0].data[k][i], x.data[k][i] + 1.5f, 1e-5f)
+          << "bucket " << k << " element " << i;
       for (int r = 1; r < 4; ++r)
         ASSERT_EQ(b[r].data[k][i], b[0].data[k][i]) << "rank " << r << " bucket " << k;
     }

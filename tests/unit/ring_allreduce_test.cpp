@@ -165,22 +165,22 @@ TEST(RingMean, WorldOfOneIsTheIdentityAndSendsNothing) {
   EXPECT_EQ(job.messages_sent(), 0u);
 }
 
-TEST(RingMean, RefusesOtherDtypesAndTagsOutOfRange) {
+// Making a ring of four `dtype` values on `tag` fails with `code` and a
+// message containing `text`.
+void expect_refused(DType dtype, int tag, Status code, const std::string& text) {
   InProcessJob job(2);
   try {
-    RingMean ring(job.rank(0), 4, DType::Int32, 0);
-    ADD_FAILURE() << "an int32 ring was made";
+    RingMean ring(job.rank(0), 4, dtype, tag);
+    ADD_FAILURE() << "a ring of " << dtype_name(dtype) << " on tag " << tag << " was made";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Status::DTypeMismatch);
-    EXPECT_NE(std::string(e.what()).find("float32 and float64"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), code);
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
   }
-  try {
-    RingMean ring(job.rank(0), 4, DType::Float32, 40000);
-    ADD_FAILURE() << "a ring on tag 40000 was made";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Status::OutOfRange);
-    EXPECT_NE(std::string(e.what()).find("0 to 32767"), std::string::npos) << e.what();
-  }
+}
+
+TEST(RingMean, RefusesOtherDtypesAndTagsOutOfRange) {
+  expect_refused(DType::Int32, 0, Status::DTypeMismatch, "float32 and float64");
+  expect_refused(DType::Float32, 40000, Status::OutOfRange, "0 to 32767");
 }
 
 }  // namespace
