@@ -100,10 +100,11 @@ fuzz-ci: fuzz-build
 # The tests that run threads against each other: concurrent inference on one
 # session, runs on the flow graph's workers, the pinned pool, the profiler's
 # per-thread buffers, the C ABI's batch loader (samba_loader's background
-# thread). The whole suite under TSan would not fit CI's budget on 2 cores.
+# thread), the data-parallel reducer and its ring. The whole suite under
+# TSan would not fit CI's budget on 2 cores.
 # TSAN_OPTIONS' suppressions: tests/tsan.supp says why each is there.
-TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test bucket_reducer_test
-TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler|BucketReducer)\.|^capi\.pinned_loader_test$$
+TSAN_TARGETS := runtime_test runtime_run_test pinned_pool_test profiler_test capi_pinned_loader_test bucket_reducer_test ring_allreduce_test
+TSAN_TESTS   := ^(Runtime|RuntimeRun|PinnedPool|StagedCopy|Profiler|BucketReducer|RingMean)\.|^capi\.pinned_loader_test$$
 tsan-concurrency: setup
 	cmake -S . -B build-tsan $(CMAKE_GEN) $(SAN_FLAGS) -DSAMBA_SANITIZE=thread
 	cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)

@@ -2,15 +2,21 @@
 // all-reduces the REDUCE section's gradient buckets, each one contiguous
 // range of device memory, as the mean over the ranks.
 //
+// Polling. The communication thread starts and polls the buckets while
+// backward runs; a thread that waits for a bucket polls in its place while
+// it waits (one poller at a time), so a small bucket costs no thread
+// switches: at 104 KiB two wake-ups cost as much as the whole ring.
+//
 // Order. Buckets start strictly in their index order (the PEF's order: the
 // reverse of the order backward produces gradients), whatever order they
-// become ready in, so every rank issues the same collectives in the same
-// order, as MPI requires. A bucket's mean is always the same calls: one
-// MPI_Iallreduce(SUM) of the whole bucket, then a division of each element
-// by the world size. So the summation order of an element depends only on
-// the world size and the bucket's size, never on the overlap mode or on
-// staging: normal, inorder and optimal runs, on device memory or staged
-// through pinned host buffers, give bit-identical results.
+// become ready in, whichever thread starts them, so every rank starts the
+// same rings in the same order. A bucket's mean is always the same ring all-reduce on the bucket's
+// own tag, its index (engine/dist/ring_allreduce.h: the reduce-scatter's
+// last add divides by the world size). So the summation order of an element
+// depends only on the world size and the bucket's size, never on the overlap
+// mode or on staging: normal, inorder and optimal runs, on device memory or
+// staged through pinned host buffers, give bit-identical results, and every
+// rank ends with the same bytes.
 //
 // Staging (reduce_on_rdu off): the bucket is copied to a pinned host buffer
 // made at construction, reduced there and copied back, as the real system
@@ -33,6 +39,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/storage.h"
 #include "engine/dist/communicator.h"
+#include "engine/dist/ring_allreduce.h"
 
 namespace samba::dist {
 
@@ -44,8 +51,9 @@ struct ReduceRange {
 
 class BucketReducer {
  public:
-  // Starts the communication thread. Makes the staging buffers (pinned) now,
-  // so a step allocates nothing.
+  // Starts the communication thread. Makes the staging buffers (pinned) and
+  // the rings' receive buffers now, so a step allocates nothing but request
+  // handles.
   BucketReducer(Communicator& comm, std::vector<ReduceRange> buckets);
   ~BucketReducer();
   BucketReducer(const BucketReducer&) = delete;
@@ -62,6 +70,9 @@ class BucketReducer {
   // or Timeout after dist::timeout() naming the bucket.
   void wait(size_t bucket);
   void wait_all();
+  // mark_all_ready() and wait_all() by a thread that has nothing else to do:
+  // it polls the buckets itself without waking the communication thread.
+  void reduce_all();
 
  private:
   struct Slot {
@@ -70,10 +81,19 @@ class BucketReducer {
     bool ready = false;
     bool started = false;
     bool done = false;
-    std::unique_ptr<Collective> collective;
+    std::unique_ptr<RingMean> ring;
     std::chrono::steady_clock::time_point start_time;
   };
+  // What one poll_round did: nothing in flight (or failed), something
+  // moved, or buckets in flight that did not move.
+  enum class Round { Idle, Moved, Waiting };
   void loop();
+  // Starts the ready buckets in order and tests those in flight once. Holds
+  // `lock` on entry and return; releases it while testing.
+  Round poll_round(std::unique_lock<std::mutex>& lock);
+  // `hand_back`: wake the communication thread for what is left in flight
+  // when this wait polled.
+  void wait(size_t bucket, bool hand_back);
   void finish(Slot& s);
   void throw_if_failed_locked() const;
 
@@ -83,8 +103,11 @@ class BucketReducer {
   std::condition_variable work_cv_;  // ready buckets, stop
   std::condition_variable done_cv_;  // reduced buckets, errors
   size_t next_ = 0;                  // the first bucket not yet started
-  std::vector<size_t> polling_;      // the communication thread's: buckets in flight
-  // The communication thread's: when a bucket last started or completed.
+  // Polling is done by the communication thread, or by a waiter when no one
+  // else polls (one poller at a time: `polling_`).
+  bool polling_ = false;
+  std::vector<size_t> in_flight_;  // the poller's: buckets in flight
+  // When a bucket last started, moved or completed.
   std::chrono::steady_clock::time_point last_progress_;
   bool staged_ = false;
   bool stop_ = false;

@@ -6,10 +6,11 @@
 // engine/dist/*.cpp, so the rest of the engine and the C ABI compile without
 // mpi.h, and a build without MPI links engine/dist/no_mpi.cpp instead.
 //
-// Collectives are non-blocking underneath (MPI_I*): a Collective is started,
-// then polled with test() until done, so no call ever blocks inside MPI and
-// every wait is bounded by the timeout. test() also reports an abort notice
-// from a peer (samba_dist_abort), failing with Cancelled and the peer's rank.
+// Collectives and messages are non-blocking underneath (MPI_I*, MPI_Isend,
+// MPI_Irecv): a Collective is started, then polled with test() until done,
+// so no call ever blocks inside MPI and every wait is bounded by the timeout.
+// test() also reports an abort notice from a peer (samba_dist_abort), failing
+// with Cancelled and the peer's rank.
 //
 // Thread safety: every member may be called from any thread; the MPI calls
 // behind them are serialized (MPI_THREAD_SERIALIZED is what Samba asks MPI
@@ -26,7 +27,8 @@
 
 namespace samba::dist {
 
-// An in-flight collective (an MPI request and what it needs alive).
+// An in-flight operation: a collective, or one point-to-point message (an
+// MPI request and what it needs alive).
 class Collective {
  public:
   virtual ~Collective() = default;
@@ -38,11 +40,16 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // In-place sum of `count` elements of `dtype` (Float32 or Float64) over
-  // every rank. For one communicator size, count and dtype the summation
-  // order is fixed (MPI's algorithm choice depends on nothing else).
-  virtual std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count,
-                                                          DType dtype) = 0;
+  // Point-to-point messages of `bytes` to / from rank `peer` (the ring
+  // all-reduce's, engine/dist/ring_allreduce.h). Messages from one rank to
+  // another with one tag are received in the order they were started (MPI's
+  // non-overtaking rule), and never match a collective: the collectives and
+  // the abort notices cannot take them. `tag` is in [0, max_tag()].
+  virtual std::unique_ptr<Collective> start_send(const void* data, size_t bytes, int peer,
+                                                 int tag) = 0;
+  virtual std::unique_ptr<Collective> start_recv(void* data, size_t bytes, int peer, int tag) = 0;
+  // The largest tag the transport accepts (MPI_TAG_UB: at least 32767).
+  virtual int max_tag() const = 0;
   // `bytes` from rank `root` to every rank.
   virtual std::unique_ptr<Collective> start_broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank's `bytes` into recv (size() * bytes), in rank order.

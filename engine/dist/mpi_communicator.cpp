@@ -4,10 +4,15 @@
 // MPI calls with one mutex. The calls come from the application's thread
 // (broadcast, gather, the PEF check) and from one communication thread per
 // data-parallel session (engine/dist/bucket_reducer.h) that starts and polls
-// the REDUCE buckets' all-reduces. MPI_THREAD_MULTIPLE would buy nothing:
-// Open MPI serializes inside anyway, and a single thread owning the bucket
-// collectives is what keeps their order identical on every rank (MPI
-// requires collectives on a communicator in the same order everywhere).
+// the REDUCE buckets' ring all-reduces (point-to-point messages on comm_,
+// engine/dist/ring_allreduce.h). MPI_THREAD_MULTIPLE would buy nothing: Open
+// MPI serializes inside anyway, and a single thread owning the buckets is
+// what keeps their order identical on every rank.
+//
+// Traffic on comm_: the collectives (broadcast, gather, allgather) and the
+// rings' messages, whose tags are bucket indices; MPI never matches a
+// point-to-point message with a collective, so they cannot collide. The
+// abort notices travel on control_, a communicator of their own.
 // The C API only: MPI's deprecated C++ bindings need a library Samba does
 // not link.
 #define OMPI_SKIP_MPICXX 1
@@ -58,6 +63,11 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // MPI_TAG_UB is an attribute of MPI_COMM_WORLD (every communicator shares it).
+    int* tag_ub = nullptr;
+    int has_tag_ub = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &has_tag_ub);
+    if (has_tag_ub && tag_ub) max_tag_ = *tag_ub;
     post_abort_receive();
   }
 
@@ -79,15 +89,18 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count, DType dtype) override {
-    SAMBA_CHECK(dtype == DType::Float32 || dtype == DType::Float64, Status::DTypeMismatch,
-                "all-reduce of {} values; data parallel reduces float32 and float64",
-                dtype_name(dtype));
-    return start("MPI_Iallreduce", [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, data, int_count(count),
-                            dtype == DType::Float32 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, comm_, r);
+  std::unique_ptr<Collective> start_send(const void* data, size_t bytes, int peer,
+                                         int tag) override {
+    return start("MPI_Isend", [&](MPI_Request* r) {
+      return MPI_Isend(data, int_count(bytes), MPI_BYTE, peer, tag, comm_, r);
     });
   }
+  std::unique_ptr<Collective> start_recv(void* data, size_t bytes, int peer, int tag) override {
+    return start("MPI_Irecv", [&](MPI_Request* r) {
+      return MPI_Irecv(data, int_count(bytes), MPI_BYTE, peer, tag, comm_, r);
+    });
+  }
+  int max_tag() const override { return max_tag_; }
   std::unique_ptr<Collective> start_broadcast(void* data, size_t bytes, int root) override {
     return start("MPI_Ibcast", [&](MPI_Request* r) {
       return MPI_Ibcast(data, int_count(bytes), MPI_BYTE, root, comm_, r);
@@ -198,6 +211,7 @@ class MpiCommunicator final : public Communicator {
   std::string abort_reason_;
   int rank_ = 0;
   int size_ = 1;
+  int max_tag_ = 32767;  // the least MPI_TAG_UB the standard allows
   bool owns_mpi_ = false;
 };
 

@@ -65,8 +65,10 @@ void DataParallelStep::before_section(pef::SectionType type) {
   if (type == pef::SectionType::REDUCE) {
     // Buckets no BCKWD kernel of this run wrote (or all of them, without
     // overlap) are final now.
-    reducer_.mark_all_ready();
-    if (!overlap_ || mode_ != DataParallelMode::Optimal) reducer_.wait_all();
+    if (!overlap_ || mode_ != DataParallelMode::Optimal)
+      reducer_.reduce_all();
+    else
+      reducer_.mark_all_ready();
   } else if (type == pef::SectionType::GRADNORM && overlap_) {
     reducer_.wait_all();
   }

@@ -1,13 +1,14 @@
-// The data-parallel bucket reducer's communication thread, with an
-// in-process communicator standing in for MPI: buckets start in bucket
-// order whatever order they become ready in, each is divided by the world
-// size, staging gives the same bytes, and a peer's failure or a timeout
+// The data-parallel bucket reducer's communication thread, over an
+// in-process job standing in for MPI (one thread per rank): buckets start in
+// bucket order whatever order they become ready in, each ends as the mean on
+// every rank, staging gives the same bytes, and a peer's failure or a timeout
 // reaches the waiters instead of hanging them. (The MPI path itself runs
 // under mpirun: tests/mpi.) Runs under ThreadSanitizer (make tsan-concurrency).
 #include "engine/dist/bucket_reducer.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -15,68 +16,12 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "in_process_job.h"
 
 namespace samba::dist {
 namespace {
 
-// A job of `size` ranks whose other ranks hold each value plus one: the
-// sum is x + (size - 1) * (x + 1). A collective completes on its third test.
-class LoopbackCommunicator final : public Communicator {
- public:
-  explicit LoopbackCommunicator(int size) : size_(size) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  std::unique_ptr<Collective> start_allreduce_sum(void* data, size_t count, DType dtype) override {
-    std::lock_guard<std::mutex> lock(mu);
-    started.push_back(data);
-    auto c = std::make_unique<Pending>();
-    c->data = data;
-    c->count = count;
-    c->dtype = dtype;
-    return c;
-  }
-  std::unique_ptr<Collective> start_broadcast(void*, size_t, int) override {
-    return std::make_unique<Pending>();
-  }
-  std::unique_ptr<Collective> start_allgather(const void*, size_t, void*) override {
-    return std::make_unique<Pending>();
-  }
-  std::unique_ptr<Collective> start_gather(const void*, size_t, void*, int) override {
-    return std::make_unique<Pending>();
-  }
-  bool test(Collective& c) override {
-    check_peers();
-    auto& p = static_cast<Pending&>(c);
-    if (hang.load()) return false;
-    if (++p.tests < 3) return false;
-    if (!p.summed && p.data) {
-      float* x = static_cast<float*>(p.data);
-      for (size_t i = 0; i < p.count; ++i)
-        x[i] = x[i] + static_cast<float>(size_ - 1) * (x[i] + 1.0f);
-      p.summed = true;
-    }
-    return true;
-  }
-  void check_peers() override {
-    if (peer_failed.load())
-      fail(Status::Cancelled, "rank 1 of {} failed and ended the job: out of memory", size_);
-  }
-
-  std::mutex mu;
-  std::vector<void*> started;  // buckets' data, in start order
-  std::atomic<bool> hang{false};
-  std::atomic<bool> peer_failed{false};
-
- private:
-  struct Pending final : Collective {
-    void* data = nullptr;
-    size_t count = 0;
-    DType dtype = DType::Float32;
-    int tests = 0;
-    bool summed = false;
-  };
-  int size_;
-};
+using testing::InProcessJob;
 
 struct Buckets {
   std::vector<std::vector<float>> data;
@@ -87,74 +32,109 @@ struct Buckets {
   }
 };
 
-Buckets three_buckets() {
+// Rank `rank`'s buckets: rank r holds x + r, so the mean is x + (p - 1) / 2.
+Buckets three_buckets(int rank = 0) {
   Buckets b;
   for (int k = 0; k < 3; ++k) {
     std::vector<float> v(257 + 100 * k);
     for (size_t i = 0; i < v.size(); ++i)
-      v[i] = 0.1f * static_cast<float>(i) + static_cast<float>(k);
+      v[i] = 0.1f * static_cast<float>(i) + static_cast<float>(k) + static_cast<float>(rank);
     b.data.push_back(std::move(v));
   }
   return b;
 }
 
+// One step of `reducer` on its rank: every bucket ready, all waited for.
+void step(BucketReducer& reducer, bool staged) {
+  reducer.begin_step(staged);
+  reducer.mark_all_ready();
+  reducer.wait_all();
+}
+
 TEST(BucketReducer, StartsInBucketOrderAndAveragesWhateverTheReadyOrder) {
-  LoopbackCommunicator comm(4);
-  Buckets b = three_buckets();
-  const Buckets before = b;
-  BucketReducer r(comm, b.ranges());
-  r.begin_step(false);
+  InProcessJob job(4);
+  std::vector<Buckets> b;
+  for (int r = 0; r < 4; ++r) b.push_back(three_buckets(r));
+  std::vector<std::unique_ptr<BucketReducer>> reducers;
+  for (int r = 0; r < 4; ++r)
+    reducers.push_back(std::make_unique<BucketReducer>(job.rank(r), b[r].ranges()));
+  std::vector<std::thread> peers;
+  for (int r = 1; r < 4; ++r) peers.emplace_back([&, r] { step(*reducers[r], false); });
+  BucketReducer& r0 = *reducers[0];
+  r0.begin_step(false);
   // Backward finishes bucket 2 first, on other threads: nothing may start
   // before bucket 0.
-  std::thread t2([&] { r.mark_ready(2); });
-  std::thread t1([&] { r.mark_ready(1); });
+  std::thread t2([&] { r0.mark_ready(2); });
+  std::thread t1([&] { r0.mark_ready(1); });
   t2.join();
   t1.join();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  {
-    std::lock_guard<std::mutex> lock(comm.mu);
-    EXPECT_TRUE(comm.started.empty());
-  }
-  r.mark_ready(0);
-  r.wait_all();
-  ASSERT_EQ(comm.started.size(), 3u);
-  for (size_t k = 0; k < 3; ++k) {
-    EXPECT_EQ(comm.started[k], b.data[k].data());
-    for (size_t i = 0; i < b.data[k].size(); ++i) {
-      const float x = before.data[k][i];
-      ASSERT_FLOAT_EQ(b.data[k][i], (x + 3.0f * (x + 1.0f)) / 4.0f)
+  EXPECT_TRUE(job.sent_tags(0).empty());
+  r0.mark_ready(0);
+  r0.wait_all();
+  for (auto& t : peers) t.join();
+  // Rank 0's buckets started in order: each bucket's ring sends on its
+  // index, and the first message of each came in bucket order.
+  std::vector<int> first_seen;
+  for (int tag : job.sent_tags(0))
+    if (std::find(first_seen.begin(), first_seen.end(), tag) == first_seen.end())
+      first_seen.push_back(tag);
+  EXPECT_EQ(first_seen, (std::vector<int>{0, 1, 2}));
+  const Buckets x = three_buckets(0);
+  for (size_t k = 0; k < 3; ++k)
+    for (size_t i = 0; i < x.data[k].size(); ++i) {
+      ASSERT_NEAR(b[0].data[k][i], x.data[k][i] + 1.5f, 1e-5f)
           << "bucket " << k << " element " << i;
+      for (int r = 1; r < 4; ++r)
+        ASSERT_EQ(b[r].data[k][i], b[0].data[k][i]) << "rank " << r << " bucket " << k;
     }
-  }
 }
 
 TEST(BucketReducer, StagedThroughHostBuffersGivesTheSameBytes) {
-  LoopbackCommunicator comm(3);
-  Buckets direct = three_buckets(), staged = three_buckets();
-  BucketReducer rd(comm, direct.ranges()), rs(comm, staged.ranges());
-  for (int step = 0; step < 3; ++step) {
-    rd.begin_step(false);
-    rs.begin_step(true);
-    rd.mark_all_ready();
-    rs.mark_all_ready();
-    rd.wait_all();
-    rs.wait_all();
+  InProcessJob job(3);
+  std::vector<Buckets> direct, staged;
+  for (int r = 0; r < 3; ++r) {
+    direct.push_back(three_buckets(r));
+    staged.push_back(three_buckets(r));
   }
-  for (size_t k = 0; k < 3; ++k) {
-    EXPECT_EQ(std::memcmp(direct.data[k].data(), staged.data[k].data(),
-                          direct.data[k].size() * sizeof(float)),
-              0);
-    EXPECT_GT(staged.data[k][5],
-              three_buckets().data[k][5] + 1.0f);  // reduced and copied back, 3 times
-  }
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      BucketReducer rd(job.rank(r), direct[r].ranges()), rs(job.rank(r), staged[r].ranges());
+      for (int s = 0; s < 3; ++s) {
+        // Every rank makes its steps in the same order (as all ranks run
+        // the same program), so the two reducers' rings never meet.
+        step(rd, false);
+        step(rs, true);
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 3; ++r)
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(std::memcmp(direct[r].data[k].data(), staged[r].data[k].data(),
+                            direct[r].data[k].size() * sizeof(float)),
+                0);
+      // Reduced and copied back: rank 2's values fell to the mean.
+      EXPECT_NEAR(staged[r].data[k][5], three_buckets(1).data[k][5], 1e-5f);
+    }
 }
 
-TEST(BucketReducer, APeerAbortReachesEveryWaiterAndStaysFailed) {
-  LoopbackCommunicator comm(2);
+TEST(BucketReducer, AWorldOfOneKeepsItsGradients) {
+  InProcessJob job(1);
   Buckets b = three_buckets();
-  BucketReducer r(comm, b.ranges());
+  BucketReducer r(job.rank(0), b.ranges());
+  step(r, false);
+  step(r, true);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(b.data[k], three_buckets().data[k]);
+  EXPECT_EQ(job.messages_sent(), 0u);
+}
+
+// Rank 1 never runs its step below: rank 0's rings wait for it.
+TEST(BucketReducer, APeerAbortReachesEveryWaiterAndStaysFailed) {
+  InProcessJob job(2);
+  Buckets b = three_buckets();
+  BucketReducer r(job.rank(0), b.ranges());
   r.begin_step(false);
-  comm.hang = true;
   r.mark_all_ready();
   std::atomic<int> cancelled{0};
   std::vector<std::thread> waiters;
@@ -168,19 +148,18 @@ TEST(BucketReducer, APeerAbortReachesEveryWaiterAndStaysFailed) {
           ++cancelled;
       }
     });
-  comm.peer_failed = true;
+  job.peer_failed = true;
   for (auto& t : waiters) t.join();
   EXPECT_EQ(cancelled.load(), 3);
   EXPECT_THROW(r.begin_step(false), Error);
 }
 
 TEST(BucketReducer, ABucketThatNeverCompletesTimesOut) {
-  LoopbackCommunicator comm(2);
+  InProcessJob job(2);
   Buckets b = three_buckets();
-  BucketReducer r(comm, b.ranges());
+  BucketReducer r(job.rank(0), b.ranges());
   set_timeout(std::chrono::milliseconds(100));
   r.begin_step(false);
-  comm.hang = true;
   r.mark_all_ready();
   const auto t0 = std::chrono::steady_clock::now();
   try {
