@@ -173,6 +173,9 @@ TEST(Gemm, SmallProductsReadAInPlace) {
     check_case<float>({8, 32, 32, false, tb, 1.0, 0.0, true, Activation::Relu}, 1e-5);
     check_case<float>({11, 45, 20, false, tb, 0.5, 2.0, true, Activation::GeluTanh}, 1e-5);
     check_case<float>({9, 7, 5, false, tb, -1.0, 1.0, true, Activation::Sigmoid}, 1e-5);
+    // The deepest panel it takes (32 KiB at 16 lanes), and one row past a block.
+    check_case<float>({16, 40, 256, false, tb, 1.0, 0.0, true, Activation::None}, 1e-4);
+    check_case<float>({7, 33, 255, false, tb, 1.0, 0.0, false, Activation::None}, 1e-4);
   }
 }
 
