@@ -407,16 +407,18 @@ struct PackedSgemm {
   // Whether the direct kernel takes a tile: its B panel must stay in L1 (32
   // KiB) and the tile's rows of A in L2 (256 KiB), as A is read again for
   // every panel. Within those bounds, with B stored row-major, it beat the
-  // packed kernel at every shape measured, from 8 x 32 x 32 (2.9x) and
-  // 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a 32 KiB
-  // panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us against a
-  // 16 KiB one. With B stored transposed it pays for its panel
-  // transposes only from 8 rows (below, the dot kernel, which reads each
-  // weight row once, wins: 2.7 against 8.3 us at 1 x 256 x 256) and up to
-  // 32 (above, the packed kernel is as fast or faster). Measured with
-  // `linear_bench --benchmark_filter=SmallGemm` at both levels.
+  // packed kernel at every shape measured from 4 rows on, from 8 x 32 x 32
+  // (2.9x) and 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a
+  // 32 KiB panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us
+  // against a 16 KiB one. Below 4 rows its few accumulators wait on each
+  // other's FMAs (1 x 256 x 256 at AVX2: 4.3 us against Eigen's 2.4). With B
+  // stored transposed it pays for its panel transposes only from 8 rows
+  // (below, the dot kernel, which reads each weight row once, wins: 2.7
+  // against 8.3 us at 1 x 256 x 256) and up to 32 (above, the packed kernel
+  // is as fast or faster). Measured with `linear_bench
+  // --benchmark_filter=SmallGemm` at both levels (docs/PERFORMANCE.md).
   static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t /*cols*/) {
-    if (g.a.trans || g.k * kNr > 8192 || rows * g.k > 65536) return false;
+    if (g.a.trans || rows < 4 || g.k * kNr > 8192 || rows * g.k > 65536) return false;
     return !g.b.trans || (rows >= 8 && rows <= 32);
   }
 };
