@@ -2,6 +2,7 @@
 conv net, a transformer block with attention, layer norm and GELU) import
 through the C ABI, run eagerly and compiled, and match torch within 1e-5;
 an MLP with its loss trains from the ONNX graph as torch trains the module."""
+import copy
 import io
 
 import numpy as np
@@ -150,6 +151,8 @@ class MlpLoss(nn.Module):
 def test_training_from_onnx_matches_torch(tmp_path):
     torch.manual_seed(6)
     module = MlpLoss()
+    # The same module trained through Samba's torch front end, after the ONNX run.
+    frontend_module = copy.deepcopy(module)
     xs, ys = torch.randn(16, 8), torch.randn(16, 1)
     onnx_bytes = export(module, (xs, ys), names=("x", "y"), training=True)
     model = OnnxModel(onnx_bytes)
@@ -171,6 +174,18 @@ def test_training_from_onnx_matches_torch(tmp_path):
     trained = session.get_tensors_by_name([name for name in model.initializers()])
     for t, (name, _) in zip(trained, model.initializers().items()):
         np.testing.assert_allclose(t.numpy(), dict(module.named_parameters())[name].detach().numpy(),
+                                   rtol=1e-4, atol=1e-5)
+
+    # The torch front end on the same module takes the same 20 steps.
+    samba.from_torch_model_(frontend_module)
+    fx, fy = samba.from_numpy(xs.numpy().copy(), name="x"), samba.from_numpy(ys.numpy().copy(), name="y")
+    fopt = optim.SGD(frontend_module.parameters(), lr=0.05)
+    fpef = session.compile(frontend_module, [fx, fy], fopt, name="torch_train", pef_path=str(tmp_path / "torch.pef"))
+    fouts = utils.trace_graph(frontend_module, [fx, fy], fopt, pef=fpef)
+    frontend_losses = [session.run([fx, fy], fouts)[0].item() for _ in range(20)]
+    np.testing.assert_allclose(losses, frontend_losses, rtol=1e-5, atol=1e-6)
+    for t, (name, _) in zip(trained, model.initializers().items()):
+        np.testing.assert_allclose(t.numpy(), dict(frontend_module.named_parameters())[name].sn_data.numpy(),
                                    rtol=1e-4, atol=1e-5)
 
 
