@@ -4,6 +4,8 @@ through the C ABI, run eagerly and compiled, and match torch within 1e-5;
 an MLP with its loss trains from the ONNX graph as torch trains the module."""
 import copy
 import io
+import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -201,6 +203,33 @@ def test_outputs_match_onnxruntime_on_the_same_file(tmp_path, name):
     x = samba.from_numpy(example.numpy().copy(), name="x")
     got = compiled_outputs(OnnxModel(str(path)), [x], tmp_path, f"ort_{name}")[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_example_apps_model_matches_torch_and_onnxruntime(tmp_path):
+    # examples/python/resffn_logreg.py's module, exported with its loss.
+    examples = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+    sys.path.insert(0, str(examples))
+    try:
+        from resffn_logreg import ResFFNLogReg
+    finally:
+        sys.path.remove(str(examples))
+    torch.manual_seed(10)
+    module = ResFFNLogReg(64, 32, 10).eval()
+    xs, ys = torch.randn(4, 64), torch.tensor([1, 0, 9, 3])
+    f = io.BytesIO()
+    torch.onnx.export(module, (xs, ys), f, opset_version=17, input_names=["x", "y"], output_names=["loss", "logits"])
+    path = tmp_path / "resffn.onnx"
+    path.write_bytes(f.getvalue())
+    with torch.no_grad():
+        want = [t.numpy() for t in module(xs, ys)]
+    x, y = samba.from_numpy(xs.numpy().copy(), name="x"), samba.from_numpy(ys.numpy().copy(), name="y")
+    got = [t.numpy() for t in compiled_outputs(OnnxModel(str(path)), [x, y], tmp_path, "resffn")]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    ort = pytest.importorskip("onnxruntime")
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": xs.numpy(), "y": ys.numpy()})
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
 
 
 def test_onnx_backend_runs_nodes_and_models():
