@@ -177,6 +177,13 @@ TEST(Gemm, SmallProductsReadAInPlace) {
     check_case<float>({16, 40, 256, false, tb, 1.0, 0.0, true, Activation::None}, 1e-4);
     check_case<float>({7, 33, 255, false, tb, 1.0, 0.0, false, Activation::None}, 1e-4);
   }
+  // A transposed B deeper than one L1 panel (256 deep at 16 lanes, 512 at 8):
+  // the depth in equal blocks, the later ones adding to C (beta applied once),
+  // on full and edge panels; 16 x 784 is a linear's first layer at batch 16.
+  check_case<float>({16, 256, 784, false, true, 1.0, 0.0, true, Activation::None}, 1e-4);
+  check_case<float>({9, 45, 1100, false, true, 0.5, 2.0, true, Activation::Tanh}, 1e-4);
+  check_case<float>({32, 33, 513, false, true, -1.0, 1.0, false, Activation::None}, 1e-4);
+  check_case<float>({13, 7, 257, false, true, 1.0, -0.5, true, Activation::Sigmoid}, 1e-4);
 }
 
 TEST(Gemm, AlphaBetaAndBias) {

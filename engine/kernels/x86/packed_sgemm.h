@@ -301,6 +301,9 @@ struct PackedSgemm {
 
   // kNr columns of B as two vectors; an edge panel's `nr` (< kNr) columns
   // through masked loads, so nothing past the row is read.
+  // The deepest B panel the direct kernel keeps in L1 (32 KiB).
+  static constexpr int64_t kDirectDepth = 8192 / kNr;
+
   template <bool Edge>
   static void load_panel_row(const float* row, int64_t nr, V& b0, V& b1) {
     if constexpr (Edge) {
@@ -317,13 +320,13 @@ struct PackedSgemm {
   // first row, b at its first column, c at its top-left element.
   template <int64_t Mr, bool Edge>
   static void direct_block(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
-                           float* c, int64_t nr) {
+                           float* c, int64_t nr, int64_t kc, const Store& s) {
     V acc[Mr][2];
 #pragma GCC unroll 6
     for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
     const int64_t lda = g.a.ld;
 #pragma GCC unroll 2
-    for (int64_t p = 0; p < g.k; ++p) {
+    for (int64_t p = 0; p < kc; ++p) {
       V b0, b1;
       load_panel_row<Edge>(b + p * ldb, nr, b0, b1);
 #pragma GCC unroll 6
@@ -333,7 +336,6 @@ struct PackedSgemm {
         acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
       }
     }
-    const Store s{g.alpha, g.beta, true};
     if constexpr (!Edge) {
 #pragma GCC unroll 6
       for (int64_t r = 0; r < Mr; ++r) {
@@ -351,7 +353,7 @@ struct PackedSgemm {
         for (int64_t j = 0; j < nr; ++j) {
           float& out = c[r * g.ldc + j];
           const float v = s.alpha * tmp[r * kNr + j];
-          out = s.beta == 0.0f ? v : v + s.beta * out;
+          out = !s.first ? v + out : s.beta == 0.0f ? v : v + s.beta * out;
         }
     }
   }
@@ -360,19 +362,19 @@ struct PackedSgemm {
   // kMr rows, then one block of the remaining rows.
   template <bool Edge>
   static void direct_panel(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
-                           float* c, int64_t rows, int64_t nr) {
+                           float* c, int64_t rows, int64_t nr, int64_t kc, const Store& s) {
     int64_t i = 0;
     for (; i + kMr <= rows; i += kMr)
-      direct_block<kMr, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr);
+      direct_block<kMr, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr, kc, s);
     const float* ar = a + i * g.a.ld;
     float* cr = c + i * g.ldc;
     static_assert(kMr == 6, "the remainder blocks below are 1 to 5 rows");
     switch (rows - i) {
-      case 5: return direct_block<5, Edge>(g, ar, b, ldb, cr, nr);
-      case 4: return direct_block<4, Edge>(g, ar, b, ldb, cr, nr);
-      case 3: return direct_block<3, Edge>(g, ar, b, ldb, cr, nr);
-      case 2: return direct_block<2, Edge>(g, ar, b, ldb, cr, nr);
-      case 1: return direct_block<1, Edge>(g, ar, b, ldb, cr, nr);
+      case 5: return direct_block<5, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 4: return direct_block<4, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 3: return direct_block<3, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 2: return direct_block<2, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 1: return direct_block<1, Edge>(g, ar, b, ldb, cr, nr, kc, s);
       default: return;
     }
   }
@@ -382,31 +384,38 @@ struct PackedSgemm {
     const float* at = a + r0 * g.a.ld;
     float* ct = c + r0 * g.ldc + c0;
     // op(B) stored transposed (a linear's weight, n x k): its columns are
-    // rows of the stored matrix, so each panel is transposed once into an
-    // L1-sized buffer (zero-padded to kNr columns); A is still read in place.
-    float* panel = g.b.trans ? gemm_scratch(1, static_cast<size_t>(g.k * kNr)) : nullptr;
+    // rows of the stored matrix, so each panel is transposed into an
+    // L1-sized buffer (zero-padded to kNr columns), kDirectDepth deep at
+    // most, in equal blocks, the later ones adding to C; A is read in place.
+    const int64_t blocks = g.b.trans ? (g.k + kDirectDepth - 1) / kDirectDepth : 1;
+    const int64_t depth = (g.k + blocks - 1) / blocks;
+    float* panel = g.b.trans ? gemm_scratch(1, static_cast<size_t>(depth * kNr)) : nullptr;
     for (int64_t jr = 0; jr < cols; jr += kNr) {
       const int64_t nr = min64(kNr, cols - jr);
-      const float* bp = b + c0 + jr;
-      int64_t ldb = g.b.ld;
-      if (panel) {
-        pack_b(g.b, b, 0, g.k, c0 + jr, nr, panel);
-        bp = panel;
-        ldb = kNr;
-      }
       float* cp = ct + jr;
-      if (nr == kNr)
-        direct_panel<false>(g, at, bp, ldb, cp, rows, nr);
-      else
-        direct_panel<true>(g, at, bp, ldb, cp, rows, nr);
+      for (int64_t p0 = 0; p0 < g.k; p0 += depth) {
+        const int64_t kc = min64(depth, g.k - p0);
+        const float* bp = b + c0 + jr;
+        int64_t ldb = g.b.ld;
+        if (panel) {
+          pack_b(g.b, b, p0, kc, c0 + jr, nr, panel);
+          bp = panel;
+          ldb = kNr;
+        }
+        const Store s{g.alpha, g.beta, p0 == 0};
+        if (nr == kNr)
+          direct_panel<false>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+        else
+          direct_panel<true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+      }
       // The panel's block of C is final and still in L1.
       epilogue(cp, rows, nr, g.ldc, g.bias ? g.bias + c0 + jr : nullptr, g.act);
     }
   }
 
   // Whether the direct kernel takes a tile: its B panel must stay in L1 (32
-  // KiB) and the tile's rows of A in L2 (256 KiB), as A is read again for
-  // every panel. Within those bounds, with B stored row-major, it beat the
+  // KiB; a transposed B is cut into panels that do, at any depth) and the
+  // tile's rows of A in L2 (256 KiB), as A is read again for every panel. Within those bounds, with B stored row-major, it beat the
   // packed kernel at every shape measured from 4 rows on, from 8 x 32 x 32
   // (2.9x) and 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a
   // 32 KiB panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us
@@ -415,11 +424,15 @@ struct PackedSgemm {
   // stored transposed it pays for its panel transposes only from 8 rows
   // (below, the dot kernel, which reads each weight row once, wins: 2.7
   // against 8.3 us at 1 x 256 x 256) and up to 32 (above, the packed kernel
-  // is as fast or faster). Measured with `linear_bench
+  // is as fast or faster). Deeper than one panel, at 16 x 256 x 784 (a
+  // linear's first layer at batch 16, on one core), it took 75 us against
+  // the dot kernel's 125 and the packed one's 88, at either level. Measured
+  // with `linear_bench
   // --benchmark_filter=SmallGemm` at both levels (docs/PERFORMANCE.md).
   static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t /*cols*/) {
-    if (g.a.trans || rows < 4 || g.k * kNr > 8192 || rows * g.k > 65536) return false;
-    return !g.b.trans || (rows >= 8 && rows <= 32);
+    if (g.a.trans || rows < 4 || rows * g.k > 65536) return false;
+    if (!g.b.trans) return g.k <= kDirectDepth;
+    return rows >= 8 && rows <= 32;
   }
 };
 
