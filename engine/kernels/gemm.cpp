@@ -113,6 +113,8 @@ constexpr double kMinTaskFlops = 0.5e6;
 // kernels' are 6 rows, Eigen's float blocks 24); columns to the active packed
 // kernel's block width (16 or 32; 16 covers Eigen's 4).
 constexpr int64_t kTileRowAlign = 24;
+// Outputs of at most this many rows are split along N only, finely.
+constexpr int64_t kShortRows = 32;
 int64_t tile_col_align() { return std::max<int64_t>(16, detail::sgemm_kernels().col_block); }
 
 // Rows [r0, r0 + rows) x cols [c0, c0 + cols) of one product, then the epilogue.
@@ -192,6 +194,13 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
     tiles = t;
     if (static_cast<double>(tasks) / static_cast<double>(rounds * threads) >= 0.9) break;
   }
+  // A short output (a linear at small batch) is cut into as many column
+  // panels as the work allows: its tasks share nothing but the few rows of A,
+  // so more of them cost next to nothing, and they let a worker that wakes
+  // late (tens of microseconds on a busy machine, as long as the whole
+  // product) still take part instead of leaving all of it to the caller.
+  const bool short_output = batch == 1 && m <= kShortRows;
+  if (short_output) tiles = std::min<int64_t>(max_tiles, 4 * threads);
   // Every task packs all of the operand it does not split, so split the
   // output along its longer side: panels along N (each task streams all of
   // A against its own slice of B) when it is at least as wide as tall, else
@@ -199,9 +208,10 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
   // 50257 x 768, or its input gradient, 1024 x 768 over 50257) share the
   // smaller B instead of each packing all of A. Then split the other side.
   int64_t tn = 1;
+  const int64_t min_cols = short_output ? tile_col_align() : 64;
   if (m <= n) {
     for (int64_t d = tiles; d >= 1; --d)
-      if (tiles % d == 0 && n / d >= 64) {
+      if (tiles % d == 0 && n / d >= min_cols) {
         tn = d;
         break;
       }

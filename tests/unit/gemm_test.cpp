@@ -222,6 +222,10 @@ TEST(Gemm, BigProductsAreTiledAcrossThreads) {
     check_case<double>({150, 140, 96, true, true, 0.5, 0.0, true, Activation::GeluErf}, 1e-11);
     check_case<float>({2000, 1, 800, false, false, 1.0, 0.0, false, Activation::None},
                       1e-4);  // GEMV
+    // A short output (a linear at batch 16) in narrow column panels, the last
+    // one partial, against a weight stored transposed and one stored as is.
+    check_case<float>({16, 250, 784, false, true, 1.0, 0.0, true, Activation::Tanh}, 1e-4);
+    check_case<float>({30, 300, 200, false, false, 1.0, 0.5, true, Activation::None}, 1e-4);
   }
 }
 

@@ -317,8 +317,11 @@ struct PackedSgemm {
   }
 
   // C[Mr x nr] = alpha * A[Mr x k] B[k x nr] + beta * C, a at the block's
-  // first row, b at its first column, c at its top-left element.
-  template <int64_t Mr, bool Edge>
+  // first row, b at its first column, c at its top-left element. Edge: nr <
+  // kNr columns are stored; Masked: and read (B in place, where a transposed
+  // panel is zero-padded to kNr and read whole: masked loads in the depth
+  // loop made a 16 x 10 x 256 product 6x slower than 16 x 32 x 256).
+  template <int64_t Mr, bool Masked, bool Edge>
   static void direct_block(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
                            float* c, int64_t nr, int64_t kc, const Store& s) {
     V acc[Mr][2];
@@ -328,7 +331,7 @@ struct PackedSgemm {
 #pragma GCC unroll 2
     for (int64_t p = 0; p < kc; ++p) {
       V b0, b1;
-      load_panel_row<Edge>(b + p * ldb, nr, b0, b1);
+      load_panel_row<Masked>(b + p * ldb, nr, b0, b1);
 #pragma GCC unroll 6
       for (int64_t r = 0; r < Mr; ++r) {
         const V av = Vec::broadcast(a + r * lda + p);
@@ -360,21 +363,21 @@ struct PackedSgemm {
 
   // Every row of the tile against one panel of columns: register blocks of
   // kMr rows, then one block of the remaining rows.
-  template <bool Edge>
+  template <bool Masked, bool Edge>
   static void direct_panel(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
                            float* c, int64_t rows, int64_t nr, int64_t kc, const Store& s) {
     int64_t i = 0;
     for (; i + kMr <= rows; i += kMr)
-      direct_block<kMr, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr, kc, s);
+      direct_block<kMr, Masked, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr, kc, s);
     const float* ar = a + i * g.a.ld;
     float* cr = c + i * g.ldc;
     static_assert(kMr == 6, "the remainder blocks below are 1 to 5 rows");
     switch (rows - i) {
-      case 5: return direct_block<5, Edge>(g, ar, b, ldb, cr, nr, kc, s);
-      case 4: return direct_block<4, Edge>(g, ar, b, ldb, cr, nr, kc, s);
-      case 3: return direct_block<3, Edge>(g, ar, b, ldb, cr, nr, kc, s);
-      case 2: return direct_block<2, Edge>(g, ar, b, ldb, cr, nr, kc, s);
-      case 1: return direct_block<1, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 5: return direct_block<5, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 4: return direct_block<4, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 3: return direct_block<3, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 2: return direct_block<2, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 1: return direct_block<1, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
       default: return;
     }
   }
@@ -404,9 +407,11 @@ struct PackedSgemm {
         }
         const Store s{g.alpha, g.beta, p0 == 0};
         if (nr == kNr)
-          direct_panel<false>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+          direct_panel<false, false>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+        else if (panel)
+          direct_panel<false, true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
         else
-          direct_panel<true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+          direct_panel<true, true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
       }
       // The panel's block of C is final and still in L1.
       epilogue(cp, rows, nr, g.ldc, g.bias ? g.bias + c0 + jr : nullptr, g.act);
@@ -415,24 +420,27 @@ struct PackedSgemm {
 
   // Whether the direct kernel takes a tile: its B panel must stay in L1 (32
   // KiB; a transposed B is cut into panels that do, at any depth) and the
-  // tile's rows of A in L2 (256 KiB), as A is read again for every panel. Within those bounds, with B stored row-major, it beat the
-  // packed kernel at every shape measured from 4 rows on, from 8 x 32 x 32
-  // (2.9x) and 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a
-  // 32 KiB panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us
-  // against a 16 KiB one. Below 4 rows its few accumulators wait on each
-  // other's FMAs (1 x 256 x 256 at AVX2: 4.3 us against Eigen's 2.4). With B
-  // stored transposed it pays for its panel transposes only from 8 rows
-  // (below, the dot kernel, which reads each weight row once, wins: 2.7
-  // against 8.3 us at 1 x 256 x 256) and up to 32 (above, the packed kernel
-  // is as fast or faster). Deeper than one panel, at 16 x 256 x 784 (a
+  // tile's rows of A in L2 (256 KiB), as A is read again for every panel.
+  // Within those bounds, with B stored row-major, it beat the packed kernel
+  // at every shape measured from 4 rows on, from 8 x 32 x 32 (2.9x) and
+  // 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a 32 KiB
+  // panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us against a
+  // 16 KiB one. Below 4 rows its few accumulators wait on each other's FMAs
+  // (1 x 256 x 256 at AVX2: 4.3 us against Eigen's 2.4). With B stored
+  // transposed it pays for its panel transposes only from 8 rows (below, the
+  // dot kernel, which reads each weight row once, wins: 2.7 against 8.3 us
+  // at 1 x 256 x 256), up to 32 (above, the packed kernel is as fast or
+  // faster) and from one panel's width (a classifier's 16 x 10 x 256: 1.3 us
+  // in the dot kernel against 3.7 at AVX2 and 4.9 at AVX-512, most of the
+  // panel being padding). Deeper than one panel, at 16 x 256 x 784 (a
   // linear's first layer at batch 16, on one core), it took 75 us against
   // the dot kernel's 125 and the packed one's 88, at either level. Measured
-  // with `linear_bench
-  // --benchmark_filter=SmallGemm` at both levels (docs/PERFORMANCE.md).
-  static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t /*cols*/) {
+  // with `linear_bench --benchmark_filter=SmallGemm` at both levels
+  // (docs/PERFORMANCE.md).
+  static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
     if (g.a.trans || rows < 4 || rows * g.k > 65536) return false;
     if (!g.b.trans) return g.k <= kDirectDepth;
-    return rows >= 8 && rows <= 32;
+    return rows >= 8 && rows <= 32 && cols >= kNr;
   }
 };
 
