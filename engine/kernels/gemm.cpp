@@ -125,6 +125,8 @@ void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, i
   if constexpr (std::is_same_v<T, float>) {
     if (g.k > 0 && gemm_kernel() == GemmKernel::Auto) {
       const detail::SgemmKernels& kern = detail::sgemm_kernels();
+      if (kern.transposed_tile && kern.prefer_transposed(g, rows, cols))
+        return kern.transposed_tile(g, a, b, c, r0, rows, c0, cols);
       if (kern.direct_tile && kern.prefer_direct(g, rows, cols))
         return kern.direct_tile(g, a, b, c, r0, rows, c0, cols);
       if (kern.dot_tile && kern.prefer_dot(g, rows)) {

@@ -186,6 +186,20 @@ TEST(Gemm, SmallProductsReadAInPlace) {
   check_case<float>({13, 7, 257, false, true, 1.0, -0.5, true, Activation::Sigmoid}, 1e-4);
 }
 
+TEST(Gemm, FewRowsAsTransposedProduct) {
+  // x @ Wᵀ at 12 to 32 rows, computed as (W xᵀ)ᵀ: one and two panels of rows
+  // (the second partial), every remainder of the 6-column blocks, depths of
+  // one and of several blocks, written back transposed with alpha, beta and
+  // each epilogue.
+  for (int64_t m : {12, 16, 24, 28, 32})
+    for (int64_t n : {6, 10, 13, 17, 40})
+      for (int64_t k : {8, 30, 600})
+        check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-4);
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Tanh, Activation::GeluErf})
+    check_case<float>({28, 23, 100, false, true, 0.5, 2.0, true, act}, 1e-4);
+  check_case<float>({16, 10, 256, false, true, -1.0, 1.0, true, Activation::Sigmoid}, 1e-4);
+}
+
 TEST(Gemm, AlphaBetaAndBias) {
   for_each_kernel([] {
     check_case<double>({6, 4, 5, false, true, 0.5, 2.0, true, Activation::None}, 1e-12);

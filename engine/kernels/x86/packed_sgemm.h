@@ -348,6 +348,7 @@ struct PackedSgemm {
       }
     } else {
       alignas(64) float tmp[Mr * kNr];
+#pragma GCC unroll 6  // the accumulators stay registers (transposed_block)
       for (int64_t r = 0; r < Mr; ++r) {
         Vec::storeu(tmp + r * kNr, acc[r][0]);
         Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
@@ -418,6 +419,83 @@ struct PackedSgemm {
     }
   }
 
+  // ---- x @ Wᵀ at small batch, as (W xᵀ)ᵀ ----------------------------------
+  //
+  // With B stored transposed (a linear's weight, n x k) and few rows of A,
+  // the direct kernel above transposes all of the weight on every call, a
+  // quarter of its time at 16 x 256 x 784. Computed as Cᵀ = B Aᵀ instead,
+  // the weight is the left operand, read in place (each element broadcast
+  // once), and only the few rows of A are transposed, into panels of kNr
+  // rows of C; each register block is written back transposed.
+
+  // C[0..nr) x [0..Mr) (+)= alpha * A panel (kc x kNr, [p][row]) against Mr
+  // rows of B (w, rows ldw apart, at the block's depth).
+  template <int64_t Mr>
+  static void transposed_block(const float* w, int64_t ldw, const float* panel, int64_t kc,
+                               float* c, int64_t ldc, int64_t nr, const Store& s) {
+    V acc[Mr][2];
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+      const V b0 = Vec::load(panel + p * kNr), b1 = Vec::load(panel + p * kNr + Vec::kLanes);
+#pragma GCC unroll 6
+      for (int64_t r = 0; r < Mr; ++r) {
+        const V wv = Vec::broadcast(w + r * ldw + p);
+        acc[r][0] = Vec::fmadd(wv, b0, acc[r][0]);
+        acc[r][1] = Vec::fmadd(wv, b1, acc[r][1]);
+      }
+    }
+    // Unrolled, so that the accumulators stay registers: a loop over them
+    // with a variable index keeps them on the stack, stored at every step
+    // of the depth loop.
+    alignas(64) float tmp[Mr * kNr];
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < Mr; ++r) {
+      Vec::storeu(tmp + r * kNr, acc[r][0]);
+      Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
+    }
+    for (int64_t j = 0; j < nr; ++j) {
+      float* out = c + j * ldc;
+      for (int64_t r = 0; r < Mr; ++r) {
+        const float v = s.alpha * tmp[r * kNr + j];
+        out[r] = !s.first ? v + out[r] : s.beta == 0.0f ? v : v + s.beta * out[r];
+      }
+    }
+  }
+
+  static void transposed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                              int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    const int64_t blocks = (g.k + kDirectDepth - 1) / kDirectDepth;
+    const int64_t depth = (g.k + blocks - 1) / blocks;
+    float* panel = gemm_scratch(1, static_cast<size_t>(depth * kNr));
+    const GemmOperand<float> a_cols{a, g.a.ld, true};  // rows of A as columns of Aᵀ
+    const int64_t ldw = g.b.ld;
+    for (int64_t ir = 0; ir < rows; ir += kNr) {
+      const int64_t nr = min64(kNr, rows - ir);
+      float* ct = c + (r0 + ir) * g.ldc + c0;
+      for (int64_t p0 = 0; p0 < g.k; p0 += depth) {
+        const int64_t kc = min64(depth, g.k - p0);
+        pack_b(a_cols, a, p0, kc, r0 + ir, nr, panel);
+        const Store s{g.alpha, g.beta, p0 == 0};
+        const float* w = b + c0 * ldw + p0;
+        int64_t j = 0;
+        for (; j + kMr <= cols; j += kMr)
+          transposed_block<kMr>(w + j * ldw, ldw, panel, kc, ct + j, g.ldc, nr, s);
+        const float* wr = w + j * ldw;
+        switch (cols - j) {
+          case 5: transposed_block<5>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 4: transposed_block<4>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 3: transposed_block<3>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 2: transposed_block<2>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 1: transposed_block<1>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          default: break;
+        }
+      }
+      epilogue(ct, nr, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+    }
+  }
+
   // Whether the direct kernel takes a tile: its B panel must stay in L1 (32
   // KiB; a transposed B is cut into panels that do, at any depth) and the
   // tile's rows of A in L2 (256 KiB), as A is read again for every panel.
@@ -437,6 +515,19 @@ struct PackedSgemm {
   // the dot kernel's 125 and the packed one's 88, at either level. Measured
   // with `linear_bench --benchmark_filter=SmallGemm` at both levels
   // (docs/PERFORMANCE.md).
+  // Whether transposed_tile takes a tile: x @ Wᵀ with up to 32 rows, at
+  // most a quarter of its panels' columns padding (12 to 16 or 24 to 32
+  // rows at 16 per panel), and a block of columns. At 16 rows it beat the
+  // direct kernel (which transposes the weight) at every shape measured:
+  // 16 x 256 x 784 61 against 75 us on one core, 16 x 256 x 256 20.4 against
+  // 22.6, and the dot kernel at 16 x 10 x 256 (1.0 against 1.3); at 8 rows,
+  // half its panel padding, it lost (19.5 against 15.2 at 8 x 256 x 256).
+  static bool prefer_transposed(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+    const int64_t padded = (rows + kNr - 1) / kNr * kNr;
+    return !g.a.trans && g.b.trans && rows <= 32 && 4 * rows >= 3 * padded && cols >= kMr &&
+           g.k >= 8;
+  }
+
   static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
     if (g.a.trans || rows < 4 || rows * g.k > 65536) return false;
     if (!g.b.trans) return g.k <= kDirectDepth;
