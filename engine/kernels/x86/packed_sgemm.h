@@ -446,6 +446,24 @@ struct PackedSgemm {
         acc[r][1] = Vec::fmadd(wv, b1, acc[r][1]);
       }
     }
+    if constexpr (Vec::kLanes == 8 && Mr == kMr) {
+      // A full block: each half transposed in registers, then 6 floats per
+      // row of C instead of 96 scalar stores (a tenth of the block's time).
+      if (nr == kNr) {
+        __m256 t0[8] = {acc[0][0], acc[1][0], acc[2][0], acc[3][0],
+                        acc[4][0], acc[5][0], _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 t1[8] = {acc[0][1], acc[1][1], acc[2][1], acc[3][1],
+                        acc[4][1], acc[5][1], _mm256_setzero_ps(), _mm256_setzero_ps()};
+        transpose8(t0);
+        transpose8(t1);
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) {
+          store_row6(t0[q], c + q * ldc, s);
+          store_row6(t1[q], c + (8 + q) * ldc, s);
+        }
+        return;
+      }
+    }
     // Unrolled, so that the accumulators stay registers: a loop over them
     // with a variable index keeps them on the stack, stored at every step
     // of the depth loop.
@@ -462,6 +480,25 @@ struct PackedSgemm {
         out[r] = !s.first ? v + out[r] : s.beta == 0.0f ? v : v + s.beta * out[r];
       }
     }
+  }
+
+  // Row q of an 8 x 8 transposed half-block into C: 6 floats, as 4 + 2.
+  static void store_row6(__m256 row, float* out, const Store& s) {
+    __m128 lo = _mm256_castps256_ps128(row), hi = _mm256_extractf128_ps(row, 1);
+    if (s.alpha != 1.0f) {
+      const __m128 alpha = _mm_set1_ps(s.alpha);
+      lo = _mm_mul_ps(lo, alpha);
+      hi = _mm_mul_ps(hi, alpha);
+    }
+    if (!s.first || s.beta != 0.0f) {
+      // Later depth blocks add to C; the first scales it by beta.
+      const __m128 f = _mm_set1_ps(s.first ? s.beta : 1.0f);
+      const __m128 hi_old = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(out + 4)));
+      lo = _mm_add_ps(lo, _mm_mul_ps(f, _mm_loadu_ps(out)));
+      hi = _mm_add_ps(hi, _mm_mul_ps(f, hi_old));
+    }
+    _mm_storeu_ps(out, lo);
+    _mm_store_sd(reinterpret_cast<double*>(out + 4), _mm_castps_pd(hi));
   }
 
   static void transposed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c,
