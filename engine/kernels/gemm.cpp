@@ -218,7 +218,7 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
         break;
       }
   }
-  int64_t tm = short_output ? 1 : tiles / tn;
+  int64_t tm = short_output && tn > 1 ? 1 : tiles / tn;
   if (m / tm < 8) tm = std::max<int64_t>(1, m / 8);
   p.bn = std::min(n, round_up((n + tn - 1) / tn, tile_col_align()));
   p.bm = std::min(m, round_up((m + tm - 1) / tm, kTileRowAlign));
