@@ -35,6 +35,11 @@ struct SgemmKernels {
   // (the direct kernel in packed_sgemm.h). Applies the epilogue itself.
   bool (*prefer_direct)(const GemmArgs<float>& g, int64_t rows, int64_t cols) = nullptr;
   SgemmTileFn direct_tile = nullptr;
+  // x @ Wᵀ with few rows of x, computed as (W xᵀ)ᵀ: the weight read in place,
+  // only x transposed (transposed_tile in packed_sgemm.h). Applies the
+  // epilogue itself.
+  bool (*prefer_transposed)(const GemmArgs<float>& g, int64_t rows, int64_t cols) = nullptr;
+  SgemmTileFn transposed_tile = nullptr;
 };
 
 // The table of the level in use (active_isa(), or the highest level below

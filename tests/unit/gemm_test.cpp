@@ -177,6 +177,27 @@ TEST(Gemm, SmallProductsReadAInPlace) {
     check_case<float>({16, 40, 256, false, tb, 1.0, 0.0, true, Activation::None}, 1e-4);
     check_case<float>({7, 33, 255, false, tb, 1.0, 0.0, false, Activation::None}, 1e-4);
   }
+  // A transposed B deeper than one L1 panel (256 deep at 16 lanes, 512 at 8):
+  // the depth in equal blocks, the later ones adding to C (beta applied once),
+  // on full and edge panels; 16 x 784 is a linear's first layer at batch 16.
+  check_case<float>({16, 256, 784, false, true, 1.0, 0.0, true, Activation::None}, 1e-4);
+  check_case<float>({9, 45, 1100, false, true, 0.5, 2.0, true, Activation::Tanh}, 1e-4);
+  check_case<float>({32, 33, 513, false, true, -1.0, 1.0, false, Activation::None}, 1e-4);
+  check_case<float>({13, 7, 257, false, true, 1.0, -0.5, true, Activation::Sigmoid}, 1e-4);
+}
+
+TEST(Gemm, FewRowsAsTransposedProduct) {
+  // x @ Wᵀ at 12 to 32 rows, computed as (W xᵀ)ᵀ: one and two panels of rows
+  // (the second partial), every remainder of the 6-column blocks, depths of
+  // one and of several blocks, written back transposed with alpha, beta and
+  // each epilogue.
+  for (int64_t m : {12, 16, 24, 28, 32})
+    for (int64_t n : {6, 10, 13, 17, 40})
+      for (int64_t k : {8, 30, 600})
+        check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-4);
+  for (Activation act : {Activation::None, Activation::Relu, Activation::Tanh, Activation::GeluErf})
+    check_case<float>({28, 23, 100, false, true, 0.5, 2.0, true, act}, 1e-4);
+  check_case<float>({16, 10, 256, false, true, -1.0, 1.0, true, Activation::Sigmoid}, 1e-4);
 }
 
 TEST(Gemm, AlphaBetaAndBias) {
@@ -215,6 +236,10 @@ TEST(Gemm, BigProductsAreTiledAcrossThreads) {
     check_case<double>({150, 140, 96, true, true, 0.5, 0.0, true, Activation::GeluErf}, 1e-11);
     check_case<float>({2000, 1, 800, false, false, 1.0, 0.0, false, Activation::None},
                       1e-4);  // GEMV
+    // A short output (a linear at batch 16) in narrow column panels, the last
+    // one partial, against a weight stored transposed and one stored as is.
+    check_case<float>({16, 250, 784, false, true, 1.0, 0.0, true, Activation::Tanh}, 1e-4);
+    check_case<float>({30, 300, 200, false, false, 1.0, 0.5, true, Activation::None}, 1e-4);
   }
 }
 

@@ -301,6 +301,9 @@ struct PackedSgemm {
 
   // kNr columns of B as two vectors; an edge panel's `nr` (< kNr) columns
   // through masked loads, so nothing past the row is read.
+  // The deepest B panel the direct kernel keeps in L1 (32 KiB).
+  static constexpr int64_t kDirectDepth = 8192 / kNr;
+
   template <bool Edge>
   static void load_panel_row(const float* row, int64_t nr, V& b0, V& b1) {
     if constexpr (Edge) {
@@ -314,18 +317,21 @@ struct PackedSgemm {
   }
 
   // C[Mr x nr] = alpha * A[Mr x k] B[k x nr] + beta * C, a at the block's
-  // first row, b at its first column, c at its top-left element.
-  template <int64_t Mr, bool Edge>
+  // first row, b at its first column, c at its top-left element. Edge: nr <
+  // kNr columns are stored; Masked: and read (B in place, where a transposed
+  // panel is zero-padded to kNr and read whole: masked loads in the depth
+  // loop made a 16 x 10 x 256 product 6x slower than 16 x 32 x 256).
+  template <int64_t Mr, bool Masked, bool Edge>
   static void direct_block(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
-                           float* c, int64_t nr) {
+                           float* c, int64_t nr, int64_t kc, const Store& s) {
     V acc[Mr][2];
 #pragma GCC unroll 6
     for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
     const int64_t lda = g.a.ld;
 #pragma GCC unroll 2
-    for (int64_t p = 0; p < g.k; ++p) {
+    for (int64_t p = 0; p < kc; ++p) {
       V b0, b1;
-      load_panel_row<Edge>(b + p * ldb, nr, b0, b1);
+      load_panel_row<Masked>(b + p * ldb, nr, b0, b1);
 #pragma GCC unroll 6
       for (int64_t r = 0; r < Mr; ++r) {
         const V av = Vec::broadcast(a + r * lda + p);
@@ -333,7 +339,6 @@ struct PackedSgemm {
         acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
       }
     }
-    const Store s{g.alpha, g.beta, true};
     if constexpr (!Edge) {
 #pragma GCC unroll 6
       for (int64_t r = 0; r < Mr; ++r) {
@@ -343,6 +348,7 @@ struct PackedSgemm {
       }
     } else {
       alignas(64) float tmp[Mr * kNr];
+#pragma GCC unroll 6  // the accumulators stay registers (transposed_block)
       for (int64_t r = 0; r < Mr; ++r) {
         Vec::storeu(tmp + r * kNr, acc[r][0]);
         Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
@@ -351,28 +357,28 @@ struct PackedSgemm {
         for (int64_t j = 0; j < nr; ++j) {
           float& out = c[r * g.ldc + j];
           const float v = s.alpha * tmp[r * kNr + j];
-          out = s.beta == 0.0f ? v : v + s.beta * out;
+          out = !s.first ? v + out : s.beta == 0.0f ? v : v + s.beta * out;
         }
     }
   }
 
   // Every row of the tile against one panel of columns: register blocks of
   // kMr rows, then one block of the remaining rows.
-  template <bool Edge>
+  template <bool Masked, bool Edge>
   static void direct_panel(const GemmArgs<float>& g, const float* a, const float* b, int64_t ldb,
-                           float* c, int64_t rows, int64_t nr) {
+                           float* c, int64_t rows, int64_t nr, int64_t kc, const Store& s) {
     int64_t i = 0;
     for (; i + kMr <= rows; i += kMr)
-      direct_block<kMr, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr);
+      direct_block<kMr, Masked, Edge>(g, a + i * g.a.ld, b, ldb, c + i * g.ldc, nr, kc, s);
     const float* ar = a + i * g.a.ld;
     float* cr = c + i * g.ldc;
     static_assert(kMr == 6, "the remainder blocks below are 1 to 5 rows");
     switch (rows - i) {
-      case 5: return direct_block<5, Edge>(g, ar, b, ldb, cr, nr);
-      case 4: return direct_block<4, Edge>(g, ar, b, ldb, cr, nr);
-      case 3: return direct_block<3, Edge>(g, ar, b, ldb, cr, nr);
-      case 2: return direct_block<2, Edge>(g, ar, b, ldb, cr, nr);
-      case 1: return direct_block<1, Edge>(g, ar, b, ldb, cr, nr);
+      case 5: return direct_block<5, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 4: return direct_block<4, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 3: return direct_block<3, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 2: return direct_block<2, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
+      case 1: return direct_block<1, Masked, Edge>(g, ar, b, ldb, cr, nr, kc, s);
       default: return;
     }
   }
@@ -382,44 +388,187 @@ struct PackedSgemm {
     const float* at = a + r0 * g.a.ld;
     float* ct = c + r0 * g.ldc + c0;
     // op(B) stored transposed (a linear's weight, n x k): its columns are
-    // rows of the stored matrix, so each panel is transposed once into an
-    // L1-sized buffer (zero-padded to kNr columns); A is still read in place.
-    float* panel = g.b.trans ? gemm_scratch(1, static_cast<size_t>(g.k * kNr)) : nullptr;
+    // rows of the stored matrix, so each panel is transposed into an
+    // L1-sized buffer (zero-padded to kNr columns), kDirectDepth deep at
+    // most, in equal blocks, the later ones adding to C; A is read in place.
+    const int64_t blocks = g.b.trans ? (g.k + kDirectDepth - 1) / kDirectDepth : 1;
+    const int64_t depth = (g.k + blocks - 1) / blocks;
+    float* panel = g.b.trans ? gemm_scratch(1, static_cast<size_t>(depth * kNr)) : nullptr;
     for (int64_t jr = 0; jr < cols; jr += kNr) {
       const int64_t nr = min64(kNr, cols - jr);
-      const float* bp = b + c0 + jr;
-      int64_t ldb = g.b.ld;
-      if (panel) {
-        pack_b(g.b, b, 0, g.k, c0 + jr, nr, panel);
-        bp = panel;
-        ldb = kNr;
-      }
       float* cp = ct + jr;
-      if (nr == kNr)
-        direct_panel<false>(g, at, bp, ldb, cp, rows, nr);
-      else
-        direct_panel<true>(g, at, bp, ldb, cp, rows, nr);
+      for (int64_t p0 = 0; p0 < g.k; p0 += depth) {
+        const int64_t kc = min64(depth, g.k - p0);
+        const float* bp = b + c0 + jr;
+        int64_t ldb = g.b.ld;
+        if (panel) {
+          pack_b(g.b, b, p0, kc, c0 + jr, nr, panel);
+          bp = panel;
+          ldb = kNr;
+        }
+        const Store s{g.alpha, g.beta, p0 == 0};
+        if (nr == kNr)
+          direct_panel<false, false>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+        else if (panel)
+          direct_panel<false, true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+        else
+          direct_panel<true, true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
+      }
       // The panel's block of C is final and still in L1.
       epilogue(cp, rows, nr, g.ldc, g.bias ? g.bias + c0 + jr : nullptr, g.act);
     }
   }
 
+  // ---- x @ Wᵀ at small batch, as (W xᵀ)ᵀ ----------------------------------
+  //
+  // With B stored transposed (a linear's weight, n x k) and few rows of A,
+  // the direct kernel above transposes all of the weight on every call, a
+  // quarter of its time at 16 x 256 x 784. Computed as Cᵀ = B Aᵀ instead,
+  // the weight is the left operand, read in place (each element broadcast
+  // once), and only the few rows of A are transposed, into panels of kNr
+  // rows of C; each register block is written back transposed.
+
+  // C[0..nr) x [0..Mr) (+)= alpha * A panel (kc x kNr, [p][row]) against Mr
+  // rows of B (w, rows ldw apart, at the block's depth).
+  template <int64_t Mr>
+  static void transposed_block(const float* w, int64_t ldw, const float* panel, int64_t kc,
+                               float* c, int64_t ldc, int64_t nr, const Store& s) {
+    V acc[Mr][2];
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+      const V b0 = Vec::load(panel + p * kNr), b1 = Vec::load(panel + p * kNr + Vec::kLanes);
+#pragma GCC unroll 6
+      for (int64_t r = 0; r < Mr; ++r) {
+        const V wv = Vec::broadcast(w + r * ldw + p);
+        acc[r][0] = Vec::fmadd(wv, b0, acc[r][0]);
+        acc[r][1] = Vec::fmadd(wv, b1, acc[r][1]);
+      }
+    }
+    if constexpr (Vec::kLanes == 8 && Mr == kMr) {
+      // A full block: each half transposed in registers, then 6 floats per
+      // row of C instead of 96 scalar stores (a tenth of the block's time).
+      if (nr == kNr) {
+        __m256 t0[8] = {acc[0][0], acc[1][0], acc[2][0], acc[3][0],
+                        acc[4][0], acc[5][0], _mm256_setzero_ps(), _mm256_setzero_ps()};
+        __m256 t1[8] = {acc[0][1], acc[1][1], acc[2][1], acc[3][1],
+                        acc[4][1], acc[5][1], _mm256_setzero_ps(), _mm256_setzero_ps()};
+        transpose8(t0);
+        transpose8(t1);
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; ++q) {
+          store_row6(t0[q], c + q * ldc, s);
+          store_row6(t1[q], c + (8 + q) * ldc, s);
+        }
+        return;
+      }
+    }
+    // Unrolled, so that the accumulators stay registers: a loop over them
+    // with a variable index keeps them on the stack, stored at every step
+    // of the depth loop.
+    alignas(64) float tmp[Mr * kNr];
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < Mr; ++r) {
+      Vec::storeu(tmp + r * kNr, acc[r][0]);
+      Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
+    }
+    for (int64_t j = 0; j < nr; ++j) {
+      float* out = c + j * ldc;
+      for (int64_t r = 0; r < Mr; ++r) {
+        const float v = s.alpha * tmp[r * kNr + j];
+        out[r] = !s.first ? v + out[r] : s.beta == 0.0f ? v : v + s.beta * out[r];
+      }
+    }
+  }
+
+  // Row q of an 8 x 8 transposed half-block into C: 6 floats, as 4 + 2.
+  static void store_row6(__m256 row, float* out, const Store& s) {
+    __m128 lo = _mm256_castps256_ps128(row), hi = _mm256_extractf128_ps(row, 1);
+    if (s.alpha != 1.0f) {
+      const __m128 alpha = _mm_set1_ps(s.alpha);
+      lo = _mm_mul_ps(lo, alpha);
+      hi = _mm_mul_ps(hi, alpha);
+    }
+    if (!s.first || s.beta != 0.0f) {
+      // Later depth blocks add to C; the first scales it by beta.
+      const __m128 f = _mm_set1_ps(s.first ? s.beta : 1.0f);
+      const __m128 hi_old = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(out + 4)));
+      lo = _mm_add_ps(lo, _mm_mul_ps(f, _mm_loadu_ps(out)));
+      hi = _mm_add_ps(hi, _mm_mul_ps(f, hi_old));
+    }
+    _mm_storeu_ps(out, lo);
+    _mm_store_sd(reinterpret_cast<double*>(out + 4), _mm_castps_pd(hi));
+  }
+
+  static void transposed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c,
+                              int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    const int64_t blocks = (g.k + kDirectDepth - 1) / kDirectDepth;
+    const int64_t depth = (g.k + blocks - 1) / blocks;
+    float* panel = gemm_scratch(1, static_cast<size_t>(depth * kNr));
+    const GemmOperand<float> a_cols{a, g.a.ld, true};  // rows of A as columns of Aᵀ
+    const int64_t ldw = g.b.ld;
+    for (int64_t ir = 0; ir < rows; ir += kNr) {
+      const int64_t nr = min64(kNr, rows - ir);
+      float* ct = c + (r0 + ir) * g.ldc + c0;
+      for (int64_t p0 = 0; p0 < g.k; p0 += depth) {
+        const int64_t kc = min64(depth, g.k - p0);
+        pack_b(a_cols, a, p0, kc, r0 + ir, nr, panel);
+        const Store s{g.alpha, g.beta, p0 == 0};
+        const float* w = b + c0 * ldw + p0;
+        int64_t j = 0;
+        for (; j + kMr <= cols; j += kMr)
+          transposed_block<kMr>(w + j * ldw, ldw, panel, kc, ct + j, g.ldc, nr, s);
+        const float* wr = w + j * ldw;
+        switch (cols - j) {
+          case 5: transposed_block<5>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 4: transposed_block<4>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 3: transposed_block<3>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 2: transposed_block<2>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          case 1: transposed_block<1>(wr, ldw, panel, kc, ct + j, g.ldc, nr, s); break;
+          default: break;
+        }
+      }
+      epilogue(ct, nr, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+    }
+  }
+
   // Whether the direct kernel takes a tile: its B panel must stay in L1 (32
-  // KiB) and the tile's rows of A in L2 (256 KiB), as A is read again for
-  // every panel. Within those bounds, with B stored row-major, it beat the
-  // packed kernel at every shape measured from 4 rows on, from 8 x 32 x 32
-  // (2.9x) and 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a
-  // 32 KiB panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us
-  // against a 16 KiB one. Below 4 rows its few accumulators wait on each
-  // other's FMAs (1 x 256 x 256 at AVX2: 4.3 us against Eigen's 2.4). With B
-  // stored transposed it pays for its panel transposes only from 8 rows
-  // (below, the dot kernel, which reads each weight row once, wins: 2.7
-  // against 8.3 us at 1 x 256 x 256) and up to 32 (above, the packed kernel
-  // is as fast or faster). Measured with `linear_bench
-  // --benchmark_filter=SmallGemm` at both levels (docs/PERFORMANCE.md).
-  static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t /*cols*/) {
-    if (g.a.trans || rows < 4 || g.k * kNr > 8192 || rows * g.k > 65536) return false;
-    return !g.b.trans || (rows >= 8 && rows <= 32);
+  // KiB; a transposed B is cut into panels that do, at any depth) and the
+  // tile's rows of A in L2 (256 KiB), as A is read again for every panel.
+  // Within those bounds, with B stored row-major, it beat the packed kernel
+  // at every shape measured from 4 rows on, from 8 x 32 x 32 (2.9x) and
+  // 4 x 256 x 256 (2.7x) to 512 x 128 x 128 (1.1x); at AVX-512 a 32 KiB
+  // panel (depth 256) took 16 x 256 x 256 from 26.7 to 18.1 us against a
+  // 16 KiB one. Below 4 rows its few accumulators wait on each other's FMAs
+  // (1 x 256 x 256 at AVX2: 4.3 us against Eigen's 2.4). With B stored
+  // transposed it pays for its panel transposes only from 8 rows (below, the
+  // dot kernel, which reads each weight row once, wins: 2.7 against 8.3 us
+  // at 1 x 256 x 256), up to 32 (above, the packed kernel is as fast or
+  // faster) and from one panel's width (a classifier's 16 x 10 x 256: 1.3 us
+  // in the dot kernel against 3.7 at AVX2 and 4.9 at AVX-512, most of the
+  // panel being padding). Deeper than one panel, at 16 x 256 x 784 (a
+  // linear's first layer at batch 16, on one core), it took 75 us against
+  // the dot kernel's 125 and the packed one's 88, at either level. Measured
+  // with `linear_bench --benchmark_filter=SmallGemm` at both levels
+  // (docs/PERFORMANCE.md).
+  // Whether transposed_tile takes a tile: x @ Wᵀ with up to 32 rows, at
+  // most a quarter of its panels' columns padding (12 to 16 or 24 to 32
+  // rows at 16 per panel), and a block of columns. At 16 rows it beat the
+  // direct kernel (which transposes the weight) at every shape measured:
+  // 16 x 256 x 784 61 against 75 us on one core, 16 x 256 x 256 20.4 against
+  // 22.6, and the dot kernel at 16 x 10 x 256 (1.0 against 1.3); at 8 rows,
+  // half its panel padding, it lost (19.5 against 15.2 at 8 x 256 x 256).
+  static bool prefer_transposed(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+    const int64_t padded = (rows + kNr - 1) / kNr * kNr;
+    return !g.a.trans && g.b.trans && rows <= 32 && 4 * rows >= 3 * padded && cols >= kMr &&
+           g.k >= 8;
+  }
+
+  static bool prefer_direct(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+    if (g.a.trans || rows < 4 || rows * g.k > 65536) return false;
+    if (!g.b.trans) return g.k <= kDirectDepth;
+    return rows >= 8 && rows <= 32 && cols >= kNr;
   }
 };
 

@@ -139,7 +139,8 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
 const SgemmKernels& sgemm_kernels_avx2() {
   static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr,          &Packed::prefer,
                               &packed_tile,   &prefer_dot,          &dot_tile,
-                              &Packed::prefer_direct, &Packed::direct_tile};
+                              &Packed::prefer_direct, &Packed::direct_tile,
+                              &Packed::prefer_transposed, &Packed::transposed_tile};
   return k;
 }
 

@@ -1,7 +1,9 @@
 // The AVX-512 level's fp32 GEMM kernels (compiled with -mavx512f/bw/vl/dq and
 // the auto-vectorizer off, see cmake/SambaIsa.cmake): the packed kernel at 16
 // lanes, a 6 x 32 register block. Products with few rows keep the AVX2 dot
-// kernel: they are bound by reading the weight, not by the FMA width.
+// kernel: they are bound by reading the weight, not by the FMA width; so does
+// x @ Wᵀ at 12 to 32 rows (the transposed kernel), whose 16-row panels a
+// 32-wide block would half pad.
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
