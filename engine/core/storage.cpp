@@ -1,17 +1,25 @@
 #include "engine/core/storage.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "engine/core/allocation_limit.h"
 #include "engine/core/error.h"
 
 namespace samba {
 namespace {
 
+std::atomic<size_t> g_host_allocation_limit{SIZE_MAX};
+
 class HostAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    if (const size_t limit = host_allocation_limit(); nbytes > limit)
+      fail(Status::OutOfMemory, "cannot allocate {} bytes: above the host allocation limit of {} bytes",
+           nbytes, limit);
     size_t rounded = (nbytes + Storage::kAlignment - 1) / Storage::kAlignment * Storage::kAlignment;
     if (rounded < nbytes) fail(Status::OutOfMemory, "cannot allocate {} bytes: size overflows", nbytes);
     void* p = std::aligned_alloc(Storage::kAlignment, rounded == 0 ? Storage::kAlignment : rounded);
@@ -23,6 +31,9 @@ class HostAllocator final : public Allocator {
 };
 
 }  // namespace
+
+void set_host_allocation_limit(size_t bytes) { g_host_allocation_limit.store(bytes); }
+size_t host_allocation_limit() { return g_host_allocation_limit.load(std::memory_order_relaxed); }
 
 Allocator& host_allocator() {
   static HostAllocator a;

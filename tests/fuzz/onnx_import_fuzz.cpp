@@ -7,11 +7,21 @@
 //   build-asan/tests/fuzz/onnx_import_fuzz -max_len=65536 tests/fuzz/corpus/onnx_import_fuzz
 #include <vector>
 
+#include "engine/core/allocation_limit.h"
 #include "fuzz_target.h"
 
 namespace {
 
 using namespace samba;
+
+// A model may ask for any size computed from its constants (a Range of
+// 2^31 elements is a valid model); above this limit the engine refuses it
+// with OutOfMemory, as a machine without the memory would, instead of
+// libFuzzer ending the run on its malloc limit.
+[[maybe_unused]] const bool kAllocationLimited = [] {
+  set_host_allocation_limit(size_t{256} << 20);
+  return true;
+}();
 
 // The model's inputs as zero tensors; false when one cannot be made.
 bool zero_inputs(const samba_onnx_model* m, std::vector<samba_tensor*>& out) {

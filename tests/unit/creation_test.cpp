@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/core/parallel.h"
+#include "engine/core/allocation_limit.h"
 #include "error_test_util.h"
 #include "op_test_util.h"
 
@@ -69,6 +70,18 @@ TEST(Constants, Errors) {
               call1("zeros", {Tensor::scalar(1, DType::Float32)}, {{"shape", Ints{1}}});
             }),
             Status::InvalidArgument);
+}
+
+TEST(Constants, AnAllocationAboveTheHostLimitIsRefusedNamingIt) {
+  const size_t before = host_allocation_limit();
+  set_host_allocation_limit(size_t{1} << 20);
+  expect_status(Status::OutOfMemory, [] { Tensor::empty({int64_t{1} << 20}, DType::Float32); },
+                {"4194304 bytes", "host allocation limit of 1048576 bytes"});
+  expect_status(Status::OutOfMemory,
+                [] { create("arange", {{"end", double(int64_t{1} << 19)}, {"dtype", DType::Float32}}); });
+  EXPECT_EQ(Tensor::empty({1024}, DType::Float32).numel(), 1024);
+  set_host_allocation_limit(before);
+  EXPECT_EQ(Tensor::empty({int64_t{1} << 20}, DType::Float32).numel(), int64_t{1} << 20);
 }
 
 TEST(Arange, ValuesAndDTypeRule) {
