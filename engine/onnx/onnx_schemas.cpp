@@ -107,16 +107,21 @@ void lift_unchanged_opset(onnx::ModelProto& m) {
 
 namespace {
 
-// libonnx 1.12's convPoolShapeInference takes the kernel's rank from the
-// weight and indexes the input's dims with it unchecked: a Conv whose input
-// has a lower rank than its weight reads out of bounds. Ranks known only from
-// that same inference (an input computed by another node) cannot be checked
+// libonnx 1.12's convPoolShapeInference and convTransposeShapeInference take
+// the kernel's rank from the weight and index the input's dims with it
+// unchecked: a Conv whose input has a lower rank than its weight reads out
+// of bounds, and a ConvTranspose whose weight has no spatial dim reads
+// through a null pointer (both found by fuzzing). Ranks known only from that
+// same inference (an input computed by another node) cannot be checked
 // before it runs, so the check runs inside it, ahead of libonnx's own.
 void require_weight_rank_of_input(onnx::InferenceContext& ctx) {
-  if (ctx.getNumInputs() < 2 || !onnx::hasInputShape(ctx, 0) || !onnx::hasInputShape(ctx, 1))
-    return;
-  const int input_rank = ctx.getInputType(0)->tensor_type().shape().dim_size();
+  if (ctx.getNumInputs() < 2 || !onnx::hasInputShape(ctx, 1)) return;
   const int weight_rank = ctx.getInputType(1)->tensor_type().shape().dim_size();
+  if (weight_rank < 3)
+    fail_shape_inference("the weight has rank ", weight_rank,
+                         "; expected (M, C/group, kernel...) with at least one kernel dim");
+  if (!onnx::hasInputShape(ctx, 0)) return;
+  const int input_rank = ctx.getInputType(0)->tensor_type().shape().dim_size();
   if (input_rank != weight_rank)
     fail_shape_inference("the input has rank ", input_rank, " but the weight has rank ",
                          weight_rank,
@@ -131,22 +136,23 @@ void guard_window_shape_inference() {
   std::call_once(once, [] {
     const auto& registry = *onnx::OpSchemaRegistry::Instance();
     std::vector<const onnx::OpSchema*> wrapped;
-    for (int64_t opset = kMinOpset; opset <= max_opset(); ++opset) {
-      const onnx::OpSchema* conv = registry.GetSchema("Conv", static_cast<int>(opset));
-      if (!conv || !conv->has_type_and_shape_inference_function()) continue;
-      // Each version's schema is wrapped once: the registry returns the
-      // same schema for every opset until the op changes.
-      if (std::find(wrapped.begin(), wrapped.end(), conv) != wrapped.end()) continue;
-      wrapped.push_back(conv);
-      onnx::InferenceFunction original = conv->GetTypeAndShapeInferenceFunction();
-      // The registry hands out const schemas of objects it owns and never
-      // shares across threads before this first load.
-      const_cast<onnx::OpSchema*>(conv)->TypeAndShapeInferenceFunction(
-          [original](onnx::InferenceContext& ctx) {
-            require_weight_rank_of_input(ctx);
-            original(ctx);
-          });
-    }
+    for (const char* op : {"Conv", "ConvTranspose"})
+      for (int64_t opset = kMinOpset; opset <= max_opset(); ++opset) {
+        const onnx::OpSchema* conv = registry.GetSchema(op, static_cast<int>(opset));
+        if (!conv || !conv->has_type_and_shape_inference_function()) continue;
+        // Each version's schema is wrapped once: the registry returns the
+        // same schema for every opset until the op changes.
+        if (std::find(wrapped.begin(), wrapped.end(), conv) != wrapped.end()) continue;
+        wrapped.push_back(conv);
+        onnx::InferenceFunction original = conv->GetTypeAndShapeInferenceFunction();
+        // The registry hands out const schemas of objects it owns and never
+        // shares across threads before this first load.
+        const_cast<onnx::OpSchema*>(conv)->TypeAndShapeInferenceFunction(
+            [original](onnx::InferenceContext& ctx) {
+              require_weight_rank_of_input(ctx);
+              original(ctx);
+            });
+      }
   });
 }
 
