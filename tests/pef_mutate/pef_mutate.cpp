@@ -569,11 +569,15 @@ std::vector<uint8_t> mutate_pef_as(std::span<const uint8_t> pef, PefMutation m, 
   auto program = fb::UnPackProgram(pef.data());
   if (!kEdits[static_cast<int>(m)](*program, r)) return {};
   // A union whose type is set but whose value table is absent unpacks to a
-  // null value that Pack would dereference: keep it absent.
+  // null value that Pack would dereference: keep it absent. Both of the
+  // schema's Value fields (an op's attribute, an argin's default).
+  const auto keep_absent = [](fb::ValueUnion& u) {
+    if (u.value == nullptr) u.type = fb::Value::NONE;
+  };
   for (auto& k : program->kernels)
     for (auto& op : k->ops)
-      for (auto& a : op->attrs)
-        if (a->value.value == nullptr) a->value.type = fb::Value::NONE;
+      for (auto& a : op->attrs) keep_absent(a->value);
+  for (auto& a : program->argins) keep_absent(a->default_value);
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishProgramBuffer(fbb, fb::Program::Pack(fbb, program.get()));
   return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
