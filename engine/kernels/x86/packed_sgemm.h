@@ -164,6 +164,12 @@ struct PackedSgemm {
     bool first;
   };
 
+  // The same for one element (edge blocks, staged through memory).
+  static float combine1(float acc, float c, const Store& s) {
+    const float v = s.alpha * acc;
+    return !s.first ? v + c : s.beta == 0.0f ? v : v + s.beta * c;
+  }
+
   static V combine(V acc, const float* c, const Store& s) {
     const V v = s.alpha == 1.0f ? acc : Vec::mul(acc, Vec::set1(s.alpha));
     if (!s.first) return Vec::add(v, Vec::loadu(c));
@@ -212,11 +218,8 @@ struct PackedSgemm {
       Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
     }
     for (int64_t r = 0; r < mr; ++r)
-      for (int64_t j = 0; j < nr; ++j) {
-        float& out = c[r * ldc + j];
-        const float v = s.alpha * tmp[r * kNr + j];
-        out = !s.first ? out + v : (s.beta == 0.0f ? v : v + s.beta * out);
-      }
+      for (int64_t j = 0; j < nr; ++j)
+        c[r * ldc + j] = combine1(tmp[r * kNr + j], c[r * ldc + j], s);
   }
 
   // The epilogue of one finished block. Bias alone and bias + relu (the
@@ -354,11 +357,8 @@ struct PackedSgemm {
         Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
       }
       for (int64_t r = 0; r < Mr; ++r)
-        for (int64_t j = 0; j < nr; ++j) {
-          float& out = c[r * g.ldc + j];
-          const float v = s.alpha * tmp[r * kNr + j];
-          out = !s.first ? v + out : s.beta == 0.0f ? v : v + s.beta * out;
-        }
+        for (int64_t j = 0; j < nr; ++j)
+          c[r * g.ldc + j] = combine1(tmp[r * kNr + j], c[r * g.ldc + j], s);
     }
   }
 
@@ -475,10 +475,7 @@ struct PackedSgemm {
     }
     for (int64_t j = 0; j < nr; ++j) {
       float* out = c + j * ldc;
-      for (int64_t r = 0; r < Mr; ++r) {
-        const float v = s.alpha * tmp[r * kNr + j];
-        out[r] = !s.first ? v + out[r] : s.beta == 0.0f ? v : v + s.beta * out[r];
-      }
+      for (int64_t r = 0; r < Mr; ++r) out[r] = combine1(tmp[r * kNr + j], out[r], s);
     }
   }
 
