@@ -7,16 +7,6 @@
 #include "engine/memory/pinned_pool.h"
 
 namespace samba::dist {
-namespace {
-
-void abandon_until_exit(std::unique_ptr<RingMean> ring, Ref<Storage> staging) {
-  static std::mutex mu;
-  static auto* kept = new std::vector<std::pair<std::unique_ptr<RingMean>, Ref<Storage>>>;
-  std::lock_guard<std::mutex> lock(mu);
-  kept->emplace_back(std::move(ring), std::move(staging));
-}
-
-}  // namespace
 
 BucketReducer::BucketReducer(Communicator& comm, std::vector<ReduceRange> buckets) : comm_(comm) {
   // Each bucket's ring has a tag of its own, its index, so the messages of
@@ -47,7 +37,10 @@ BucketReducer::~BucketReducer() {
   // A ring still in flight (after a failure) may yet be written by MPI (a
   // late peer): its buffers are kept until exit.
   for (Slot& s : buckets_)
-    if (!s.ring->done()) abandon_until_exit(std::move(s.ring), std::move(s.staging));
+    if (!s.ring->done()) {
+      keep_until_exit(std::shared_ptr<RingMean>(std::move(s.ring)));
+      keep_until_exit(std::make_shared<Ref<Storage>>(std::move(s.staging)));
+    }
 }
 
 void BucketReducer::begin_step(bool staged) {

@@ -91,6 +91,9 @@ void set_timeout(std::chrono::milliseconds t);
 // Waits for `c` by polling, up to timeout(); on timeout throws Timeout
 // naming `what`, this rank and the world size.
 void wait(Communicator& comm, Collective& c, std::string_view what);
+// Keeps `what` alive until process exit: buffers (and the requests on them)
+// that MPI may still write after a failed wait, as a late peer completes.
+void keep_until_exit(std::shared_ptr<void> what);
 // As wait, for a collective on buffers the caller would free on failure:
 // when the wait fails, `c` and `buffers` are kept until process exit, since
 // MPI may still complete the collective into them (a late peer).

@@ -82,12 +82,18 @@ void wait(Communicator& comm, std::unique_ptr<Collective> c, std::shared_ptr<voi
   try {
     wait(comm, *c, what);
   } catch (...) {
-    static std::mutex mu;
-    static auto* abandoned = new std::vector<std::pair<std::unique_ptr<Collective>, std::shared_ptr<void>>>;
-    std::lock_guard<std::mutex> lock(mu);
-    abandoned->emplace_back(std::move(c), std::move(buffers));
+    keep_until_exit(std::shared_ptr<Collective>(std::move(c)));
+    keep_until_exit(std::move(buffers));
     throw;
   }
+}
+
+void keep_until_exit(std::shared_ptr<void> what) {
+  static std::mutex mu;
+  // Never destroyed: what it holds must outlive every other static.
+  static auto* kept = new std::vector<std::shared_ptr<void>>;
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(what));
 }
 
 }  // namespace samba::dist
