@@ -3,7 +3,7 @@
 // sizes, softmax forward and backward, cross_entropy forward and backward
 // (10 classes as in the models, and 1000), and conv2d forward and both
 // backward products at the digits conv net's shapes and at a larger
-// ResNet-like layer.
+// ResNet-like layer, and max_pool2d forward and backward (2x2, stride 2).
 //
 // Counters: bytes_per_second counts what the op must read and write at least
 // (each input and output once), to be read against memcpy's rate in
@@ -228,6 +228,54 @@ void BM_Conv2dBackwardWeight(benchmark::State& state) {
 CONV_SHAPES(BM_Conv2dForward);
 CONV_SHAPES(BM_Conv2dBackwardInput);
 CONV_SHAPES(BM_Conv2dBackwardWeight);
+
+// ---- max_pool2d -------------------------------------------------------------------
+
+// Args: batch, channels, side; 2x2 windows, stride 2 (the digits conv net's
+// pooling, and a 56x56 ResNet-like stage).
+Dims pool_input(const benchmark::State& s) { return {s.range(0), s.range(1), s.range(2), s.range(2)}; }
+const Attrs& pool_attrs() {
+  static const Attrs a{{"kernel_size", std::vector<int64_t>{2, 2}}};
+  return a;
+}
+
+// The op's kernel alone, on an output allocated once, as in a compiled
+// program (an eager call's time is mostly the first touch of a new output).
+void run_pool_kernel(benchmark::State& state, const char* op, std::vector<Tensor> in,
+                     const Dims& out_shape) {
+  const OpDef& def = OpRegistry::global().get(op);
+  const Attrs attrs = def.resolve(pool_attrs());
+  std::vector<Tensor> out{filled(out_shape, 0.0f)};
+  KernelContext kc{def, in, out, attrs};
+  for (auto _ : state) {
+    def.kernel(kc);
+    benchmark::ClobberMemory();
+  }
+}
+
+void BM_MaxPool2dForward(benchmark::State& state) {
+  const Dims in = pool_input(state);
+  run_pool_kernel(state, "max_pool2d", {filled(in, 1.0f)}, {in[0], in[1], in[2] / 2, in[3] / 2});
+  set_rates(state, 4.0 * static_cast<double>(numel_of(in)) * 1.25);
+}
+
+void BM_MaxPool2dBackward(benchmark::State& state) {
+  const Dims in = pool_input(state);
+  run_pool_kernel(state, "max_pool2d_backward",
+                  {filled({in[0], in[1], in[2] / 2, in[3] / 2}, 1.0f, 5), filled(in, 1.0f)}, in);
+  set_rates(state, 4.0 * static_cast<double>(numel_of(in)) * 2.25);
+}
+
+#define POOL_SHAPES(bm)                    \
+  BENCHMARK(bm)                            \
+      ->ArgNames({"batch", "c", "side"})   \
+      ->Args({256, 16, 8})                 \
+      ->Args({256, 32, 8})                 \
+      ->Args({8, 64, 56})                  \
+      ->UseRealTime()                      \
+      ->Unit(benchmark::kMicrosecond)
+POOL_SHAPES(BM_MaxPool2dForward);
+POOL_SHAPES(BM_MaxPool2dBackward);
 
 }  // namespace
 

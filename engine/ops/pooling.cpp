@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/conv_dtype.h"
 #include "engine/kernels/conv_geometry.h"
+#include "engine/kernels/max_pool_2x2.h"
 #include "engine/ops/operands.h"
 
 namespace samba::ops {
@@ -360,6 +362,18 @@ Dims pooled_grad_shape(const Tensor& grad) {
   return {grad.shape()[grad.dim() - 2], grad.shape()[grad.dim() - 1]};
 }
 
+// The geometry of the 2x2, stride 2 kernel when it applies to g on float32
+// data, or nothing.
+std::optional<Pool2x2Shape> pool_2x2(const PoolGeometry& g, DType dtype) {
+  const PoolParams& p = g.p;
+  const bool fits = dtype == DType::Float32 && p.kernel.h == 2 && p.kernel.w == 2 &&
+                    p.stride.h == 2 && p.stride.w == 2 && p.padding.h == 0 && p.padding.w == 0 &&
+                    p.dilation.h == 1 && p.dilation.w == 1 && 2 * g.out_h <= g.in_h &&
+                    2 * g.out_w <= g.in_w;
+  if (!fits) return std::nullopt;
+  return Pool2x2Shape{g.planes(), g.in_h, g.in_w, g.out_h, g.out_w};
+}
+
 // max_pool2d and max_pool2d_with_indices share their checks and kernel; the
 // latter also writes int64 indices (output 1).
 std::vector<TensorMeta> max_pool_meta(const InferContext& c, std::string_view op,
@@ -375,6 +389,8 @@ std::vector<TensorMeta> max_pool_meta(const InferContext& c, std::string_view op
 void max_pool_kernel(KernelContext& c, std::string_view op, bool with_indices) {
   const PoolGeometry g = max_geometry(c.inputs[0].shape(), c.attrs, op);
   if (c.outputs[0].numel() == 0) return;
+  if (const auto s = with_indices ? std::nullopt : pool_2x2(g, c.inputs[0].dtype()))
+    return max_pool_2x2_forward(*s, c.inputs[0].data<float>(), c.outputs[0].data<float>());
   int64_t* indices = with_indices ? c.outputs[1].data<int64_t>() : nullptr;
   auto run = [&]<typename T>(const T* x, T* out) {
     if (with_indices)
@@ -439,6 +455,9 @@ void register_max(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         const PoolGeometry g = max_geometry(c.inputs[1].shape(), c.attrs, kMaxPoolGrad);
         if (c.outputs[0].numel() == 0) return;
+        if (const auto s = pool_2x2(g, c.inputs[1].dtype()); s && c.inputs[0].dtype() == DType::Float32)
+          return max_pool_2x2_backward(*s, c.inputs[0].data<float>(), c.inputs[1].data<float>(),
+                                       c.outputs[0].data<float>());
         in_compute_type(kMaxPoolGrad, {c.inputs[0], c.inputs[1]}, c.outputs[0],
                         [&](auto tag, const std::vector<Tensor>& in, const Tensor& out) {
                           using T = decltype(tag);

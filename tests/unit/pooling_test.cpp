@@ -240,6 +240,47 @@ TEST(MaxPool2d, NanPropagates) {
   expect_values(call1("max_pool2d", {x}, {{"kernel_size", Ints{2}}}), {nan, 8});
 }
 
+// float32 2x2 windows with stride 2 take a kernel of their own; float64 takes
+// the general one. On values drawn from a few, with ties, signed zeros,
+// infinities and NaN, both must pick the same element: the same value, sign
+// of zero included, forward, and the same gradient routing backward. The
+// widths reach every path of the 2x2 kernel: 8 and 4 windows at a time and
+// the scalar tail, odd widths and heights (a row or column in no window).
+TEST(MaxPool2d, TwoByTwoKernelPicksWhatTheGeneralKernelPicks) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> pool = {-1.0, 0.0, -0.0, 1.0, 1.0, nan, inf, -inf, 2.0};
+  const std::vector<Dims> shapes = {{3, 5, 8, 8}, {2, 2, 9, 21}, {1, 3, 17, 33}, {2, 1, 4, 16},
+                                    {1, 1, 2, 2}, {1, 2, 3, 3},  {1, 1, 2, 40}, {4, 2, 6, 10}};
+  uint32_t state = 12345;
+  auto draw = [&] {
+    state = state * 1664525u + 1013904223u;
+    return pool[(state >> 8) % pool.size()];
+  };
+  const Attrs attrs{{"kernel_size", Ints{2}}};
+  for (const Dims& shape : shapes) {
+    SCOPED_TRACE(dims_str(shape));
+    std::vector<double> xv(static_cast<size_t>(numel_of(shape)));
+    for (double& v : xv) v = draw();
+    Tensor x64 = make(xv, shape), x32 = x64.to(DType::Float32);
+    Tensor want = call1("max_pool2d", {x64}, attrs), got = call1("max_pool2d", {x32}, attrs);
+    ASSERT_EQ(got.shape(), want.shape());
+    const auto w = values(want), g = values(got);
+    for (size_t i = 0; i < w.size(); ++i) {
+      SCOPED_TRACE(i);
+      EXPECT_EQ(std::isnan(g[i]), std::isnan(w[i]));
+      if (!std::isnan(w[i])) {
+        EXPECT_EQ(g[i], w[i]);
+        EXPECT_EQ(std::signbit(g[i]), std::signbit(w[i]));
+      }
+    }
+    // Distinct gradients show where each window's gradient went.
+    Tensor g64 = rand_tensor(want.shape(), DType::Float64, 3).to(DType::Float32).to(DType::Float64);
+    expect_values(call1("max_pool2d_backward", {g64.to(DType::Float32), x32}, attrs),
+                  values(call1("max_pool2d_backward", {g64, x64}, attrs)), 0);
+  }
+}
+
 TEST(MaxPool2d, UnbatchedAndNonContiguous) {
   Tensor x = rand_tensor({3, 5, 6});
   Pool p{.kh = 2, .kw = 3, .sh = 1, .sw = 2, .ph = 1, .pw = 1};
