@@ -35,6 +35,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   # is not built and the library stops at AVX2.
   set(SAMBA_AVX2_FLAGS -mavx2 -mfma -mf16c)
   set(SAMBA_AVX512_FLAGS ${SAMBA_AVX2_FLAGS} -mavx512f -mavx512bw -mavx512vl -mavx512dq -fno-tree-vectorize)
+  # The AVX512_BF16 file (vdpbf16ps) adds one extension to the same flags,
+  # and is checked with them like the AVX-512 files.
+  set(SAMBA_AVX512_BF16_FLAGS ${SAMBA_AVX512_FLAGS} -mavx512bf16)
   # The levels this machine runs, for the per-level test runs.
   if(NOT CMAKE_CROSSCOMPILING)
     try_run(_samba_levels_run _samba_levels_compile ${CMAKE_BINARY_DIR}/checks/cpu_isa_levels
@@ -57,6 +60,17 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
       list(REMOVE_ITEM SAMBA_ISA_HOST_LEVELS avx512 avx512_bf16)
     endif()
   endif()
+  set(_avx512_bf16_ok ${_avx512_ok})
+  if(_avx512_ok AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "avx512_bf16" IN_LIST SAMBA_ISA_HOST_LEVELS)
+    try_run(_samba_bf16_run _samba_bf16_compile ${CMAKE_BINARY_DIR}/checks/avx512_bf16_kernel_flags
+            ${CMAKE_CURRENT_LIST_DIR}/checks/avx512_vector_constant.cpp
+            COMPILE_DEFINITIONS -O3 ${SAMBA_AVX512_BF16_FLAGS} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
+    if(NOT _samba_bf16_compile OR NOT _samba_bf16_run EQUAL 0)
+      set(_avx512_bf16_ok FALSE)
+      message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
+                     "AVX512_BF16 kernel file; bf16 products use the AVX-512 level's widened kernel")
+    endif()
+  endif()
 
   set(_dir ${CMAKE_SOURCE_DIR}/engine/kernels/x86)
   list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx2.cpp)
@@ -66,6 +80,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx512.cpp)
     set_source_files_properties(${_dir}/sgemm_avx512.cpp PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
     list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BUILT)
+  endif()
+  if(_avx512_bf16_ok)
+    list(APPEND SAMBA_ISA_SOURCES ${_dir}/bf16gemm_avx512bf16.cpp)
+    set_source_files_properties(${_dir}/bf16gemm_avx512bf16.cpp PROPERTIES COMPILE_OPTIONS
+                                "${SAMBA_AVX512_BF16_FLAGS}")
+    list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BF16_BUILT)
   endif()
 endif()
 message(STATUS "Samba: compiled for ${SAMBA_ARCH_FLAGS}; kernel levels built: generic "

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/bf16_gemm.h"
 #include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
@@ -134,13 +135,23 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
   Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
+using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec256>>;
+
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx2() {
-  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr,          &Packed::prefer,
-                              &packed_tile,   &prefer_dot,          &dot_tile,
-                              &Packed::prefer_direct, &Packed::direct_tile,
-                              &Packed::prefer_transposed, &Packed::transposed_tile};
+  static const SgemmKernels k{IsaLevel::Avx2,
+                              Packed::kNr,
+                              &Packed::prefer,
+                              &packed_tile,
+                              &prefer_dot,
+                              &dot_tile,
+                              &Packed::prefer_direct,
+                              &Packed::direct_tile,
+                              &Packed::prefer_transposed,
+                              &Packed::transposed_tile,
+                              &WidenedBf16::tile<float>,
+                              &WidenedBf16::tile<uint16_t>};
   return k;
 }
 

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/bf16_gemm.h"
 #include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
@@ -39,6 +40,8 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
   Packed::tile<256, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
+using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec512>>;
+
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx512() {
@@ -50,6 +53,8 @@ const SgemmKernels& sgemm_kernels_avx512() {
     t.packed_tile = &packed_tile;
     t.prefer_direct = &Packed::prefer_direct;
     t.direct_tile = &Packed::direct_tile;
+    t.bf16_tile_f32 = &WidenedBf16::tile<float>;
+    t.bf16_tile_bf16 = &WidenedBf16::tile<uint16_t>;
     return t;
   }();
   return k;
