@@ -32,11 +32,6 @@ inline float bf16_bits_to_float(uint16_t h) {
   return f;
 }
 
-// Element (i, p) of an operand as stored (op(X) = X, or Xᵀ when trans).
-inline uint16_t bf16_at(const GemmOperand<uint16_t>& op, const uint16_t* x, int64_t i, int64_t p) {
-  return op.trans ? x[p * op.ld + i] : x[i * op.ld + p];
-}
-
 // Loads and stores of 8 values of C, bias or the addend, in their type, as fp32.
 struct Bf16Io {
   static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -176,33 +171,50 @@ struct WidenedBf16Kernel {
 
   static int64_t depth_units(int64_t k) { return k; }
 
-  // Panels [p][r] of kMr rows, widened.
+  // Panels [p][r] of kMr rows, widened; zero rows pad the last one.
   static void pack_a(const GemmOperand<uint16_t>& op, const uint16_t* a, int64_t k, int64_t i0,
                      int64_t mc, float* dst) {
     for (int64_t ir = 0; ir < mc; ir += kMr) {
       const int64_t mr = min64(kMr, mc - ir);
       float* d = dst + ir * k;
-      for (int64_t p = 0; p < k; ++p) {
-        for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = bf16_bits_to_float(bf16_at(op, a, i0 + ir + r, p));
-        for (int64_t r = mr; r < kMr; ++r) d[p * kMr + r] = 0.0f;
+      if (!op.trans) {
+        for (int64_t r = 0; r < mr; ++r) {
+          const uint16_t* src = a + (i0 + ir + r) * op.ld;
+          for (int64_t p = 0; p < k; ++p) d[p * kMr + r] = bf16_bits_to_float(src[p]);
+        }
+      } else {
+        for (int64_t p = 0; p < k; ++p) {
+          const uint16_t* src = a + p * op.ld + i0 + ir;
+          for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = bf16_bits_to_float(src[r]);
+        }
       }
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t r = mr; r < kMr; ++r) d[p * kMr + r] = 0.0f;
     }
   }
 
-  // Panels [p][j] of kNr columns, widened; rows of a non-transposed B 8 at a time.
+  // Panels [p][j] of kNr columns, widened (8 at a time from the rows of a
+  // non-transposed B); zero columns pad the last one.
   static void pack_b(const GemmOperand<uint16_t>& op, const uint16_t* b, int64_t k, int64_t j0,
                      int64_t nc, float* dst) {
     for (int64_t jr = 0; jr < nc; jr += kNr) {
       const int64_t nr = min64(kNr, nc - jr);
       float* d = dst + jr * k;
-      for (int64_t p = 0; p < k; ++p) {
-        float* row = d + p * kNr;
-        int64_t j = 0;
-        if (!op.trans)
-          for (; j + 8 <= nr; j += 8) _mm256_store_ps(row + j, Bf16Io::load8(b + p * op.ld + j0 + jr + j));
-        for (; j < nr; ++j) row[j] = bf16_bits_to_float(op.trans ? b[(j0 + jr + j) * op.ld + p] : b[p * op.ld + j0 + jr + j]);
-        for (; j < kNr; ++j) row[j] = 0.0f;
+      if (op.trans) {
+        for (int64_t j = 0; j < nr; ++j) {
+          const uint16_t* src = b + (j0 + jr + j) * op.ld;
+          for (int64_t p = 0; p < k; ++p) d[p * kNr + j] = bf16_bits_to_float(src[p]);
+        }
+      } else {
+        for (int64_t p = 0; p < k; ++p) {
+          const uint16_t* src = b + p * op.ld + j0 + jr;
+          int64_t j = 0;
+          for (; j + 8 <= nr; j += 8) _mm256_store_ps(d + p * kNr + j, Bf16Io::load8(src + j));
+          for (; j < nr; ++j) d[p * kNr + j] = bf16_bits_to_float(src[j]);
+        }
       }
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = nr; j < kNr; ++j) d[p * kNr + j] = 0.0f;
     }
   }
 

@@ -8,6 +8,8 @@
 // kernels.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "engine/kernels/sgemm_kernels.h"
 #include "engine/kernels/x86/bf16_gemm.h"
 
@@ -27,20 +29,56 @@ struct DpBf16Kernel {
 
   static int64_t depth_units(int64_t k) { return (k + 1) / 2; }
 
-  // Elements 2p and 2p + 1 of row i of op(X) (column i of op(B) read as
-  // its transpose), the second zero past an odd depth.
-  static uint32_t pair_at(const GemmOperand<uint16_t>& op, const uint16_t* x, int64_t i, int64_t p,
-                          int64_t k) {
-    if (!op.trans) {
-      const uint16_t* row = x + i * op.ld + 2 * p;
-      if (2 * p + 1 < k) {
-        uint32_t u;
-        std::memcpy(&u, row, sizeof u);
-        return u;
-      }
-      return bf16_pair(row[0], 0);
+  // Packing reads each operand in one of two ways. Where op(A)'s rows or
+  // op(B)'s columns are contiguous in k (A as stored, a linear's weight),
+  // each pair is one 32-bit word of a stored row: `count` such rows go to
+  // dst[p * stride + r].
+  static void pack_pair_rows(const uint16_t* x, int64_t ld, int64_t count, int64_t k, uint32_t* dst,
+                             int64_t stride) {
+    const int64_t full = k / 2;
+    for (int64_t r = 0; r < count; ++r) {
+      const uint16_t* src = x + r * ld;
+      uint32_t* d = dst + r;
+      for (int64_t p = 0; p < full; ++p) std::memcpy(d + p * stride, src + 2 * p, sizeof(uint32_t));
+      if (k % 2) d[full * stride] = src[k - 1];  // the odd depth's zero above it
     }
-    return bf16_pair(x[2 * p * op.ld + i], 2 * p + 1 < k ? x[(2 * p + 1) * op.ld + i] : uint16_t{0});
+  }
+
+  // Otherwise (A stored transposed, B as stored) each pair takes element r
+  // of two consecutive stored rows, `count` (at most kNr) elements wide:
+  // interleaved 32 at a time in registers (8 for A's panels), the rest one by one.
+  static void pack_interleaved(const uint16_t* x, int64_t ld, int64_t count, int64_t k,
+                               uint32_t* dst, int64_t stride) {
+    const int64_t kp = depth_units(k);
+    for (int64_t p = 0; p < kp; ++p) {
+      const uint16_t* even = x + 2 * p * ld;
+      const bool has_odd = 2 * p + 1 < k;
+      uint32_t* d = dst + p * stride;
+      int64_t r = 0;
+      if (has_odd && count == 32) {
+        const __m512i e = _mm512_loadu_si512(even), o = _mm512_loadu_si512(even + ld);
+        // Per 128-bit lane L: lo holds elements 8L..8L+3, hi 8L+4..8L+7.
+        const __m512i lo = _mm512_unpacklo_epi16(e, o), hi = _mm512_unpackhi_epi16(e, o);
+        const __m512i l01h01 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // lo0 lo1 hi0 hi1
+        const __m512i l23h23 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // lo2 lo3 hi2 hi3
+        _mm512_storeu_si512(d, _mm512_shuffle_i64x2(l01h01, l01h01, 0xD8));
+        _mm512_storeu_si512(d + 16, _mm512_shuffle_i64x2(l23h23, l23h23, 0xD8));
+        r = 32;
+      } else if (has_odd && count == 8) {
+        const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
+        const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + ld));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(e, o));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 4), _mm_unpackhi_epi16(e, o));
+        r = 8;
+      }
+      for (; r < count; ++r) d[r] = bf16_pair(even[r], has_odd ? even[ld + r] : uint16_t{0});
+    }
+  }
+
+  // Zeros in slots [count, stride) of every depth step: a panel's padding.
+  static void pad_panel(int64_t count, int64_t kp, uint32_t* dst, int64_t stride) {
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t r = count; r < stride; ++r) dst[p * stride + r] = 0;
   }
 
   // Panels [pair][r] of kMr rows of op(A).
@@ -51,47 +89,27 @@ struct DpBf16Kernel {
     for (int64_t ir = 0; ir < mc; ir += kMr) {
       const int64_t mr = mc - ir < kMr ? mc - ir : kMr;
       uint32_t* d = dst + ir * kp;
-      for (int64_t p = 0; p < kp; ++p) {
-        for (int64_t r = 0; r < mr; ++r) d[p * kMr + r] = pair_at(op, a, i0 + ir + r, p, k);
-        for (int64_t r = mr; r < kMr; ++r) d[p * kMr + r] = 0;
-      }
+      if (op.trans)
+        pack_interleaved(a + i0 + ir, op.ld, mr, k, d, kMr);
+      else
+        pack_pair_rows(a + (i0 + ir) * op.ld, op.ld, mr, k, d, kMr);
+      pad_panel(mr, kp, d, kMr);
     }
   }
 
-  // Panels [pair][j] of kNr columns of op(B). A transposed B (a linear's
-  // weight) has each pair contiguous in a stored row; a row-major one
-  // interleaves two stored rows, 32 columns at a time in registers.
+  // Panels [pair][j] of kNr columns of op(B).
   static void pack_b(const GemmOperand<uint16_t>& op, const uint16_t* b, int64_t k, int64_t j0,
                      int64_t nc, float* buf) {
     uint32_t* dst = reinterpret_cast<uint32_t*>(buf);
     const int64_t kp = depth_units(k);
-    const GemmOperand<uint16_t> cols{op.data, op.ld, !op.trans};  // columns of op(B) as rows
     for (int64_t jr = 0; jr < nc; jr += kNr) {
       const int64_t nr = nc - jr < kNr ? nc - jr : kNr;
       uint32_t* d = dst + jr * kp;
-      if (op.trans) {
-        for (int64_t j = 0; j < nr; ++j)
-          for (int64_t p = 0; p < kp; ++p) d[p * kNr + j] = pair_at(cols, b, j0 + jr + j, p, k);
-      } else {
-        for (int64_t p = 0; p < kp; ++p) {
-          int64_t j = 0;
-          if (nr == kNr && 2 * p + 1 < k) {
-            const __m512i even = _mm512_loadu_si512(b + 2 * p * op.ld + j0 + jr);
-            const __m512i odd = _mm512_loadu_si512(b + (2 * p + 1) * op.ld + j0 + jr);
-            // Per 128-bit lane L: lo holds columns 8L..8L+3, hi 8L+4..8L+7.
-            const __m512i lo = _mm512_unpacklo_epi16(even, odd);
-            const __m512i hi = _mm512_unpackhi_epi16(even, odd);
-            const __m512i l01h01 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // lo0 lo1 hi0 hi1
-            const __m512i l23h23 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // lo2 lo3 hi2 hi3
-            _mm512_store_si512(d + p * kNr, _mm512_shuffle_i64x2(l01h01, l01h01, 0xD8));
-            _mm512_store_si512(d + p * kNr + 16, _mm512_shuffle_i64x2(l23h23, l23h23, 0xD8));
-            j = kNr;
-          }
-          for (; j < nr; ++j) d[p * kNr + j] = pair_at(cols, b, j0 + jr + j, p, k);
-        }
-      }
-      for (int64_t p = 0; p < kp; ++p)
-        for (int64_t j = nr; j < kNr; ++j) d[p * kNr + j] = 0;
+      if (op.trans)
+        pack_pair_rows(b + (j0 + jr) * op.ld, op.ld, nr, k, d, kNr);
+      else
+        pack_interleaved(b + j0 + jr, op.ld, nr, k, d, kNr);
+      pad_panel(nr, kp, d, kNr);
     }
   }
 
