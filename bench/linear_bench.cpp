@@ -1,8 +1,8 @@
 // GEMM throughput of the contraction ops: linear forward (the MLP layer
-// shape 1024 x 784 -> 2048 with bias, in fp32 and in bf16), the two backward products of that
-// layer (dX = dY W, dW = dYᵀ X), a smaller layer, the raw GEMM layer with
-// each fused epilogue, and Eigen's own single-threaded SGEMM of the same
-// shape as the per-core reference. Figures are GFLOP/s (2 m n k per product).
+// shape 1024 x 784 -> 2048 with bias, in fp32 and in bf16), the two backward
+// products of that layer (dX = dY W, dW = dYᵀ X), a smaller layer, the raw
+// GEMM layer with each fused epilogue, and Eigen's own single-threaded SGEMM
+// of the same shape as the per-core reference. Figures are GFLOP/s (2 m n k per product).
 #include <benchmark/benchmark.h>
 #include <time.h>
 

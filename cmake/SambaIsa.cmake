@@ -46,27 +46,30 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
       string(STRIP "${_levels}" SAMBA_ISA_HOST_LEVELS)
     endif()
   endif()
-  # The check runs where the CPU has AVX-512; elsewhere it cannot (the flags
+  # The check runs where the CPU has the level; elsewhere it cannot (the flags
   # are then trusted, and the level is never selected on that machine anyway).
-  set(_avx512_ok TRUE)
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "avx512" IN_LIST SAMBA_ISA_HOST_LEVELS)
-    try_run(_samba_isa_run _samba_isa_compile ${CMAKE_BINARY_DIR}/checks/avx512_kernel_flags
-            ${CMAKE_CURRENT_LIST_DIR}/checks/avx512_vector_constant.cpp
-            COMPILE_DEFINITIONS -O3 ${SAMBA_AVX512_FLAGS} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
-    if(NOT _samba_isa_compile OR NOT _samba_isa_run EQUAL 0)
-      set(_avx512_ok FALSE)
-      message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
-                     "AVX-512 kernel files; the AVX-512 level is not built")
-      list(REMOVE_ITEM SAMBA_ISA_HOST_LEVELS avx512 avx512_bf16)
+  # Sets <ok_var> FALSE when the compiler miscompiles the check with <flags>.
+  function(samba_check_kernel_flags ok_var level flags)
+    set(${ok_var} TRUE PARENT_SCOPE)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "${level}" IN_LIST SAMBA_ISA_HOST_LEVELS)
+      try_run(_samba_${level}_run _samba_${level}_compile ${CMAKE_BINARY_DIR}/checks/${level}_kernel_flags
+              ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/checks/avx512_vector_constant.cpp
+              COMPILE_DEFINITIONS -O3 ${flags} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
+      if(NOT _samba_${level}_compile OR NOT _samba_${level}_run EQUAL 0)
+        set(${ok_var} FALSE PARENT_SCOPE)
+      endif()
     endif()
+  endfunction()
+  samba_check_kernel_flags(_avx512_ok avx512 "${SAMBA_AVX512_FLAGS}")
+  if(NOT _avx512_ok)
+    message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
+                   "AVX-512 kernel files; the AVX-512 level is not built")
+    list(REMOVE_ITEM SAMBA_ISA_HOST_LEVELS avx512 avx512_bf16)
   endif()
-  set(_avx512_bf16_ok ${_avx512_ok})
-  if(_avx512_ok AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "avx512_bf16" IN_LIST SAMBA_ISA_HOST_LEVELS)
-    try_run(_samba_bf16_run _samba_bf16_compile ${CMAKE_BINARY_DIR}/checks/avx512_bf16_kernel_flags
-            ${CMAKE_CURRENT_LIST_DIR}/checks/avx512_vector_constant.cpp
-            COMPILE_DEFINITIONS -O3 ${SAMBA_AVX512_BF16_FLAGS} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
-    if(NOT _samba_bf16_compile OR NOT _samba_bf16_run EQUAL 0)
-      set(_avx512_bf16_ok FALSE)
+  set(_avx512_bf16_ok FALSE)
+  if(_avx512_ok)
+    samba_check_kernel_flags(_avx512_bf16_ok avx512_bf16 "${SAMBA_AVX512_BF16_FLAGS}")
+    if(NOT _avx512_bf16_ok)
       message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
                      "AVX512_BF16 kernel file; bf16 products use the AVX-512 level's widened kernel")
     endif()

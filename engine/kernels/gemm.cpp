@@ -546,8 +546,8 @@ void batched_product(const Tensor& out, const Tensor& a, bool trans_a, const Ten
           ep.beta != 0.0 ? out.to(DType::Float32) : Tensor::empty(out.shape(), DType::Float32);
       ProductEpilogue ep32 = ep;
       if (ep.bias.defined()) ep32.bias = ep.bias.to(DType::Float32);
-      float_product<float, float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32), trans_b,
-                           ep32);
+      float_product<float, float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32),
+                                  trans_b, ep32);
       out.copy_from(out32);
       return;
     }

@@ -27,7 +27,8 @@ void widen_block(const GemmOperand<uint16_t>& op, const uint16_t* x, int64_t i0,
                  int64_t p0, int64_t cols, float* dst) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t p = 0; p < cols; ++p)
-      dst[i * cols + p] = widen(op.trans ? x[(p0 + p) * op.ld + i0 + i] : x[(i0 + i) * op.ld + p0 + p]);
+      dst[i * cols + p] =
+          widen(op.trans ? x[(p0 + p) * op.ld + i0 + i] : x[(i0 + i) * op.ld + p0 + p]);
 }
 
 // Blocks small enough for the packing buffers to stay in L2.

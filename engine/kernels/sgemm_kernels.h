@@ -1,8 +1,9 @@
-// The fp32 GEMM kernels of one ISA level, as a table of function pointers:
-// the kernel files of engine/kernels/x86/ are compiled once per level with
-// that level's flags (cmake/SambaIsa.cmake), and the GEMM layer calls the
-// table of the level chosen at load (engine/core/isa.h). A null kernel means
-// the level has none for that case, and the tile goes to Eigen.
+// The GEMM kernels of one ISA level (fp32, and bf16 with fp32 accumulation),
+// as a table of function pointers: the kernel files of engine/kernels/x86/
+// are compiled once per level with that level's flags (cmake/SambaIsa.cmake),
+// and the GEMM layer calls the table of the level chosen at load
+// (engine/core/isa.h). A null kernel means the level has none for that
+// case, and the tile goes to Eigen.
 #pragma once
 
 #include <cstddef>

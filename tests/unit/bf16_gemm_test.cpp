@@ -19,6 +19,7 @@
 #include "engine/core/isa.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/gemm.h"
+#include "gemm_reference.h"
 #include "engine/kernels/sgemm_kernels.h"
 
 using namespace samba;
@@ -26,28 +27,13 @@ using namespace samba::ops;
 
 namespace {
 
-uint16_t to_bits(double x) { return Eigen::numext::bit_cast<uint16_t>(bf16(static_cast<float>(x))); }
+uint16_t to_bits(double x) {
+  return Eigen::numext::bit_cast<uint16_t>(bf16(static_cast<float>(x)));
+}
 double from_bits(uint16_t h) { return static_cast<double>(Eigen::numext::bit_cast<bf16>(h)); }
 double value(float x) { return x; }
 double value(uint16_t h) { return from_bits(h); }
 
-double activate(double x, Activation act) {
-  switch (act) {
-    case Activation::None:
-      return x;
-    case Activation::Relu:
-      return x > 0 ? x : 0;
-    case Activation::Tanh:
-      return std::tanh(x);
-    case Activation::Sigmoid:
-      return 1 / (1 + std::exp(-x));
-    case Activation::GeluTanh:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::GeluErf:
-      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-  }
-  return x;
-}
 
 // op(X) is rows x cols, stored row-major (cols x rows when transposed) with
 // `pad` extra elements per stored row; bf16 values uniform in [-1, 1], or
@@ -56,7 +42,9 @@ struct Operand {
   std::vector<uint16_t> data;
   int64_t ld;
   bool trans;
-  double at(int64_t i, int64_t j) const { return from_bits(trans ? data[j * ld + i] : data[i * ld + j]); }
+  double at(int64_t i, int64_t j) const {
+    return from_bits(trans ? data[j * ld + i] : data[i * ld + j]);
+  }
   GemmOperand<uint16_t> op() const { return {data.data(), ld, trans}; }
 };
 
@@ -94,7 +82,8 @@ std::string describe(const Case& cs) {
 template <typename TC, typename Run>
 void check_case(const Case& cs, Run run) {
   SCOPED_TRACE(describe(cs) + (std::is_same_v<TC, float> ? " out=f32" : " out=bf16"));
-  const Operand a = make_operand(cs.m, cs.k, cs.ta, 3, 1), b = make_operand(cs.k, cs.n, cs.tb, 5, 2);
+  const Operand a = make_operand(cs.m, cs.k, cs.ta, 3, 1);
+  const Operand b = make_operand(cs.k, cs.n, cs.tb, 5, 2);
   const int64_t ldc = cs.n + 2;
   std::vector<TC> c(static_cast<size_t>(std::max<int64_t>(cs.m * ldc, 1)));
   std::vector<TC> bias(cs.n);
@@ -125,9 +114,10 @@ void check_case(const Case& cs, Run run) {
       }
       const double addend = cs.beta * value(c0[i * ldc + j]) + (cs.bias ? value(bias[j]) : 0.0);
       const double pre = cs.alpha * sum + addend;
-      const double want = activate(pre, cs.act);
+      const double want = reference_activation(pre, cs.act);
       // Every activation here has a slope of at most 1.1.
-      double tol = 1.1 * (cs.k + 3) * std::ldexp(std::abs(cs.alpha) * magnitude + std::abs(addend), -24);
+      const double bound = std::abs(cs.alpha) * magnitude + std::abs(addend);
+      double tol = 1.1 * static_cast<double>(cs.k + 3) * std::ldexp(bound, -24);
       if (!std::is_same_v<TC, float>) tol += std::ldexp(std::abs(want) + tol, -8);
       ASSERT_NEAR(value(c[i * ldc + j]), want, tol + 1e-30) << "at (" << i << ", " << j << ")";
     }
@@ -270,7 +260,8 @@ TEST(Bf16Gemm, EveryLevelAgreesExactlyWhereTheSumsAreExact) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       SCOPED_TRACE(testing::Message() << "ta=" << ta << " tb=" << tb);
-      const Operand a = make_operand(m, k, ta, 1, 11, true), b = make_operand(k, n, tb, 2, 12, true);
+      const Operand a = make_operand(m, k, ta, 1, 11, true);
+      const Operand b = make_operand(k, n, tb, 2, 12, true);
       std::vector<float> ref32;
       std::vector<uint16_t> ref16;
       for (const auto& [name, fn] : every_bf16_kernel<float>()) {
@@ -316,7 +307,8 @@ TEST(Bf16Gemm, ABf16OutputIsRoundedOnceToNearestEven) {
   for (const auto& [name, fn] : every_bf16_kernel<uint16_t>()) {
     SCOPED_TRACE(name);
     std::vector<uint16_t> c(3);
-    const Bf16GemmArgs<uint16_t> g{3, 1, k, {a.data(), k, false}, {b.data(), 1, false}, c.data(), 1};
+    const Bf16GemmArgs<uint16_t> g{3, 1, k, {a.data(), k, false}, {b.data(), 1, false},
+                                   c.data(), 1};
     run_tile(fn, g);
     EXPECT_EQ(from_bits(c[0]), 256);
     EXPECT_EQ(from_bits(c[1]), 260);
@@ -343,7 +335,8 @@ TEST(Bf16Gemm, BatchedProductsBroadcastAndWriteBf16OrFp32) {
     const Tensor b = bf16_tensor({3, n, k}, 2);  // read transposed: op(b) is k x n
     Tensor bias16 = bf16_tensor({n}, 3);
     Tensor bias32 = Tensor::empty({n}, DType::Float32);
-    for (int64_t j = 0; j < n; ++j) bias32.data<float>()[j] = static_cast<float>(bias16.data<bf16>()[j]);
+    for (int64_t j = 0; j < n; ++j)
+      bias32.data<float>()[j] = static_cast<float>(bias16.data<bf16>()[j]);
     Tensor out16 = Tensor::empty({2, 3, m, n}, DType::BFloat16);
     Tensor out32 = Tensor::empty({2, 3, m, n}, DType::Float32);
     batched_product(out16, a, false, b, true, {1.0, 0.0, bias16, Activation::Relu});
@@ -360,7 +353,8 @@ TEST(Bf16Gemm, BatchedProductsBroadcastAndWriteBf16OrFp32) {
             want = std::max(want, 0.0);
             const int64_t at = ((b0 * 3 + b1) * m + i) * n + j;
             ASSERT_NEAR(out32.data<float>()[at], want, 1e-5) << at;
-            ASSERT_NEAR(static_cast<float>(out16.data<bf16>()[at]), want, 1e-5 + std::abs(want) / 256)
+            ASSERT_NEAR(static_cast<float>(out16.data<bf16>()[at]), want,
+                        1e-5 + std::abs(want) / 256)
                 << at;
             // The bf16 result is the fp32 one rounded once.
             ASSERT_EQ(Eigen::numext::bit_cast<uint16_t>(out16.data<bf16>()[at]),

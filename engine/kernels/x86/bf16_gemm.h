@@ -49,8 +49,8 @@ struct Bf16Io {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i hi = _mm256_srli_epi32(u, 16);
     const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
-    const __m256i rounded =
-        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
+    const __m256i biased = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    const __m256i rounded = _mm256_srli_epi32(biased, 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
                                            _mm256_set1_epi32(0x7f800000));
     const __m256i quiet = _mm256_or_si256(_mm256_and_si256(hi, _mm256_set1_epi32(0x8000)),
@@ -112,8 +112,10 @@ void finish_block(const Bf16GemmArgs<TC>& g, float* acc, int64_t ld, TC* c, int6
   apply_epilogue(acc, mr, nr, ld, static_cast<const float*>(nullptr), g.act);
   for (int64_t r = 0; r < mr; ++r) {
     int64_t j = 0;
-    for (; j + 8 <= nr; j += 8) Bf16Io::store8(c + r * g.ldc + j, _mm256_loadu_ps(acc + r * ld + j));
-    for (; j < nr; ++j) Bf16Io::store1(c + r * g.ldc + j, acc[r * ld + j]);
+    const float* s = acc + r * ld;
+    TC* out = c + r * g.ldc;
+    for (; j + 8 <= nr; j += 8) Bf16Io::store8(out + j, _mm256_loadu_ps(s + j));
+    for (; j < nr; ++j) Bf16Io::store1(out + j, s[j]);
   }
 }
 

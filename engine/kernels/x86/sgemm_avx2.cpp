@@ -1,6 +1,7 @@
 // The AVX2 + FMA level's fp32 GEMM kernels (compiled with -mavx2 -mfma, see
-// cmake/SambaIsa.cmake): the packed kernel at 8 lanes and the dot kernel for
-// products with few rows against a weight stored as rows. Like every level
+// cmake/SambaIsa.cmake): the packed kernel at 8 lanes, the dot kernel for
+// products with few rows against a weight stored as rows, and the bf16
+// GEMM on panels widened to fp32 (bf16_gemm.h). Like every level
 // file, it holds only intrinsics and TU-local code (packed_sgemm.h says why).
 #include <immintrin.h>
 

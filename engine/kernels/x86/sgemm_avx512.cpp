@@ -1,6 +1,7 @@
 // The AVX-512 level's fp32 GEMM kernels (compiled with -mavx512f/bw/vl/dq and
 // the auto-vectorizer off, see cmake/SambaIsa.cmake): the packed kernel at 16
-// lanes, a 6 x 32 register block. Products with few rows keep the AVX2 dot
+// lanes, a 6 x 32 register block, also behind the bf16 GEMM on panels widened
+// to fp32 (bf16_gemm.h) where the CPU lacks AVX512_BF16. Products with few rows keep the AVX2 dot
 // kernel: they are bound by reading the weight, not by the FMA width; so does
 // x @ Wᵀ at 12 to 32 rows (the transposed kernel), whose 16-row panels a
 // 32-wide block would half pad.
