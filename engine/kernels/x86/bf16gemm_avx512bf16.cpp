@@ -75,42 +75,35 @@ struct DpBf16Kernel {
     }
   }
 
-  // Zeros in slots [count, stride) of every depth step: a panel's padding.
-  static void pad_panel(int64_t count, int64_t kp, uint32_t* dst, int64_t stride) {
-    for (int64_t p = 0; p < kp; ++p)
-      for (int64_t r = count; r < stride; ++r) dst[p * stride + r] = 0;
+  // Lines [i0, i0 + count) of an operand (rows of op(A), columns of
+  // op(B)) as panels [pair][line] of `width` lines, the last zero-padded.
+  // `in_k` says each line is contiguous in k in memory (a stored row);
+  // otherwise the lines run across the stored rows.
+  template <int64_t width>
+  static void pack_lines(const uint16_t* x, int64_t ld, bool in_k, int64_t k, int64_t i0,
+                         int64_t count, float* buf) {
+    uint32_t* dst = reinterpret_cast<uint32_t*>(buf);
+    const int64_t kp = depth_units(k);
+    for (int64_t ir = 0; ir < count; ir += width) {
+      const int64_t n = count - ir < width ? count - ir : width;
+      uint32_t* d = dst + ir * kp;
+      if (in_k)
+        pack_pair_rows(x + (i0 + ir) * ld, ld, n, k, d, width);
+      else
+        pack_interleaved(x + i0 + ir, ld, n, k, d, width);
+      for (int64_t p = 0; p < kp; ++p)
+        for (int64_t r = n; r < width; ++r) d[p * width + r] = 0;
+    }
   }
 
-  // Panels [pair][r] of kMr rows of op(A).
   static void pack_a(const GemmOperand<uint16_t>& op, const uint16_t* a, int64_t k, int64_t i0,
                      int64_t mc, float* buf) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(buf);
-    const int64_t kp = depth_units(k);
-    for (int64_t ir = 0; ir < mc; ir += kMr) {
-      const int64_t mr = mc - ir < kMr ? mc - ir : kMr;
-      uint32_t* d = dst + ir * kp;
-      if (op.trans)
-        pack_interleaved(a + i0 + ir, op.ld, mr, k, d, kMr);
-      else
-        pack_pair_rows(a + (i0 + ir) * op.ld, op.ld, mr, k, d, kMr);
-      pad_panel(mr, kp, d, kMr);
-    }
+    pack_lines<kMr>(a, op.ld, !op.trans, k, i0, mc, buf);
   }
 
-  // Panels [pair][j] of kNr columns of op(B).
   static void pack_b(const GemmOperand<uint16_t>& op, const uint16_t* b, int64_t k, int64_t j0,
                      int64_t nc, float* buf) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(buf);
-    const int64_t kp = depth_units(k);
-    for (int64_t jr = 0; jr < nc; jr += kNr) {
-      const int64_t nr = nc - jr < kNr ? nc - jr : kNr;
-      uint32_t* d = dst + jr * kp;
-      if (op.trans)
-        pack_pair_rows(b + (j0 + jr) * op.ld, op.ld, nr, k, d, kNr);
-      else
-        pack_interleaved(b + j0 + jr, op.ld, nr, k, d, kNr);
-      pad_panel(nr, kp, d, kNr);
-    }
+    pack_lines<kNr>(b, op.ld, op.trans, k, j0, nc, buf);
   }
 
   static void micro(int64_t kp, const float* pa_buf, const float* pb_buf, float* out) {
