@@ -35,6 +35,9 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   # is not built and the library stops at AVX2.
   set(SAMBA_AVX2_FLAGS -mavx2 -mfma -mf16c)
   set(SAMBA_AVX512_FLAGS ${SAMBA_AVX2_FLAGS} -mavx512f -mavx512bw -mavx512vl -mavx512dq -fno-tree-vectorize)
+  # The AVX512_BF16 file (vdpbf16ps) adds one extension to the same flags,
+  # and is checked with them like the AVX-512 files.
+  set(SAMBA_AVX512_BF16_FLAGS ${SAMBA_AVX512_FLAGS} -mavx512bf16)
   # The levels this machine runs, for the per-level test runs.
   if(NOT CMAKE_CROSSCOMPILING)
     try_run(_samba_levels_run _samba_levels_compile ${CMAKE_BINARY_DIR}/checks/cpu_isa_levels
@@ -43,18 +46,32 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
       string(STRIP "${_levels}" SAMBA_ISA_HOST_LEVELS)
     endif()
   endif()
-  # The check runs where the CPU has AVX-512; elsewhere it cannot (the flags
+  # The check runs where the CPU has the level; elsewhere it cannot (the flags
   # are then trusted, and the level is never selected on that machine anyway).
-  set(_avx512_ok TRUE)
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "avx512" IN_LIST SAMBA_ISA_HOST_LEVELS)
-    try_run(_samba_isa_run _samba_isa_compile ${CMAKE_BINARY_DIR}/checks/avx512_kernel_flags
-            ${CMAKE_CURRENT_LIST_DIR}/checks/avx512_vector_constant.cpp
-            COMPILE_DEFINITIONS -O3 ${SAMBA_AVX512_FLAGS} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
-    if(NOT _samba_isa_compile OR NOT _samba_isa_run EQUAL 0)
-      set(_avx512_ok FALSE)
+  # Sets <ok_var> FALSE when the compiler miscompiles the check with <flags>.
+  function(samba_check_kernel_flags ok_var level flags)
+    set(${ok_var} TRUE PARENT_SCOPE)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND "${level}" IN_LIST SAMBA_ISA_HOST_LEVELS)
+      try_run(_samba_${level}_run _samba_${level}_compile ${CMAKE_BINARY_DIR}/checks/${level}_kernel_flags
+              ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/checks/avx512_vector_constant.cpp
+              COMPILE_DEFINITIONS -O3 ${flags} CMAKE_FLAGS -DCMAKE_CXX_STANDARD=17)
+      if(NOT _samba_${level}_compile OR NOT _samba_${level}_run EQUAL 0)
+        set(${ok_var} FALSE PARENT_SCOPE)
+      endif()
+    endif()
+  endfunction()
+  samba_check_kernel_flags(_avx512_ok avx512 "${SAMBA_AVX512_FLAGS}")
+  if(NOT _avx512_ok)
+    message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
+                   "AVX-512 kernel files; the AVX-512 level is not built")
+    list(REMOVE_ITEM SAMBA_ISA_HOST_LEVELS avx512 avx512_bf16)
+  endif()
+  set(_avx512_bf16_ok FALSE)
+  if(_avx512_ok)
+    samba_check_kernel_flags(_avx512_bf16_ok avx512_bf16 "${SAMBA_AVX512_BF16_FLAGS}")
+    if(NOT _avx512_bf16_ok)
       message(STATUS "Samba: ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} miscompiles the "
-                     "AVX-512 kernel files; the AVX-512 level is not built")
-      list(REMOVE_ITEM SAMBA_ISA_HOST_LEVELS avx512 avx512_bf16)
+                     "AVX512_BF16 kernel file; bf16 products use the AVX-512 level's widened kernel")
     endif()
   endif()
 
@@ -66,6 +83,12 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx512.cpp)
     set_source_files_properties(${_dir}/sgemm_avx512.cpp PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
     list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BUILT)
+  endif()
+  if(_avx512_bf16_ok)
+    list(APPEND SAMBA_ISA_SOURCES ${_dir}/bf16gemm_avx512bf16.cpp)
+    set_source_files_properties(${_dir}/bf16gemm_avx512bf16.cpp PROPERTIES COMPILE_OPTIONS
+                                "${SAMBA_AVX512_BF16_FLAGS}")
+    list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BF16_BUILT)
   endif()
 endif()
 message(STATUS "Samba: compiled for ${SAMBA_ARCH_FLAGS}; kernel levels built: generic "

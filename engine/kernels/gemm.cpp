@@ -58,6 +58,9 @@ namespace detail {
 
 const SgemmKernels& sgemm_kernels_for(IsaLevel level) {
   static const SgemmKernels generic{};
+#if defined(SAMBA_ISA_AVX512_BF16_BUILT)
+  if (level >= IsaLevel::Avx512Bf16) return sgemm_kernels_avx512_bf16();
+#endif
 #if defined(SAMBA_ISA_AVX512_BUILT)
   if (level >= IsaLevel::Avx512) return sgemm_kernels_avx512();
 #endif
@@ -80,8 +83,9 @@ struct FreeDeleter {
 
 float* gemm_scratch(int which, size_t floats) {
   // Tasks never nest inside a tile, so a thread uses them for one tile at a time.
-  thread_local std::unique_ptr<float[], FreeDeleter> buf[2];
-  thread_local size_t size[2] = {0, 0};
+  thread_local std::unique_ptr<float[], FreeDeleter> buf[3];
+  thread_local size_t size[3] = {0, 0, 0};
+  floats = std::max<size_t>(floats, 16);  // never a zero-byte request (aligned_alloc may fail it)
   if (size[which] < floats) {
     buf[which].reset(
         static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
@@ -169,6 +173,23 @@ void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, i
   apply_epilogue(ct, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
 }
 
+// The same for a bf16 product: the level's bf16 kernel, or blocks widened
+// for Eigen (the generic level, or Eigen forced).
+template <typename TC>
+void gemm_tile(const Bf16GemmArgs<TC>& g, const uint16_t* a, const uint16_t* b, TC* c, int64_t r0,
+               int64_t rows, int64_t c0, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const detail::SgemmKernels& kern = detail::sgemm_kernels();
+  detail::Bf16TileFn<TC> tile;
+  if constexpr (std::is_same_v<TC, float>)
+    tile = kern.bf16_tile_f32;
+  else
+    tile = kern.bf16_tile_bf16;
+  if (tile && g.k > 0 && gemm_kernel() == GemmKernel::Auto)
+    return tile(g, a, b, c, r0, rows, c0, cols);
+  detail::bf16_tile_widened(g, a, b, c, r0, rows, c0, cols);
+}
+
 // How a batch of products is cut into tasks: each product into a grid of
 // tm x tn tiles of (at most) bm x bn. Tasks are few and big: K is never split
 // and, when the work allows, there are just enough tiles to keep every thread
@@ -228,8 +249,8 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
   return p;
 }
 
-template <typename T>
-void run_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
+template <class Args>
+void run_batched(const Args& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
                  const int64_t* c_off) {
   if (batch <= 0 || g.m <= 0 || g.n <= 0) return;
   const TilePlan p = plan_tiles(batch, g.m, g.n, g.k, current_pool().threads());
@@ -302,12 +323,29 @@ void gemm_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, con
   run_batched(g, batch, a_off, b_off, c_off);
 }
 
+template <typename TC>
+void gemm(const Bf16GemmArgs<TC>& g) {
+  run_batched(g, 1, nullptr, nullptr, nullptr);
+}
+
+template <typename TC>
+void gemm_batched(const Bf16GemmArgs<TC>& g, int64_t batch, const int64_t* a_off,
+                  const int64_t* b_off, const int64_t* c_off) {
+  run_batched(g, batch, a_off, b_off, c_off);
+}
+
 template void gemm<float>(const GemmArgs<float>&);
 template void gemm<double>(const GemmArgs<double>&);
 template void gemm_batched<float>(const GemmArgs<float>&, int64_t, const int64_t*, const int64_t*,
                                   const int64_t*);
 template void gemm_batched<double>(const GemmArgs<double>&, int64_t, const int64_t*, const int64_t*,
                                    const int64_t*);
+template void gemm<float>(const Bf16GemmArgs<float>&);
+template void gemm<uint16_t>(const Bf16GemmArgs<uint16_t>&);
+template void gemm_batched<float>(const Bf16GemmArgs<float>&, int64_t, const int64_t*,
+                                  const int64_t*, const int64_t*);
+template void gemm_batched<uint16_t>(const Bf16GemmArgs<uint16_t>&, int64_t, const int64_t*,
+                                     const int64_t*, const int64_t*);
 template void apply_epilogue<float>(float*, int64_t, int64_t, int64_t, const float*, Activation);
 template void apply_epilogue<double>(double*, int64_t, int64_t, int64_t, const double*, Activation);
 
@@ -384,9 +422,21 @@ std::vector<int64_t> batch_offsets(const Dims& batch, const Dims& strides, int64
   return off;
 }
 
+// A tensor element as the GEMM reads it: bf16 as its bits.
 template <typename T>
+using GemmElem = std::conditional_t<std::is_same_v<T, bf16>, uint16_t, T>;
+template <typename T>
+GemmElem<T>* gemm_data(const Tensor& t) {
+  return reinterpret_cast<GemmElem<T>*>(t.data<T>());
+}
+
+// Operands of TIn, C (and bias) of TOut: the same float type, or bf16
+// operands with a bf16 or float32 C (Bf16GemmArgs).
+template <typename TIn, typename TOut>
 void float_product(const Tensor& out, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                    const ProductEpilogue& ep) {
+  using Args = std::conditional_t<std::is_same_v<TIn, bf16>, Bf16GemmArgs<GemmElem<TOut>>,
+                                  GemmArgs<TIn>>;
   const int64_t r = out.dim();
   const int64_t m = out.shape()[r - 2], n = out.shape()[r - 1];
   const int64_t k = trans_a ? a.shape()[a.dim() - 2] : a.shape()[a.dim() - 1];
@@ -398,15 +448,15 @@ void float_product(const Tensor& out, const Tensor& a, bool trans_a, const Tenso
               Status::Internal, "GEMM bias of shape {} does not match {} output columns",
               dims_str(bias.shape()), n);
 
-  GemmArgs<T> g;
+  Args g;
   g.m = m, g.n = n, g.k = k;
-  g.a = {pa.t.data<T>(), pa.layout.ld, pa.layout.trans};
-  g.b = {pb.t.data<T>(), pb.layout.ld, pb.layout.trans};
-  g.c = out.data<T>();
+  g.a = {gemm_data<TIn>(pa.t), pa.layout.ld, pa.layout.trans};
+  g.b = {gemm_data<TIn>(pb.t), pb.layout.ld, pb.layout.trans};
+  g.c = gemm_data<TOut>(out);
   g.ldc = n;
-  g.alpha = static_cast<T>(ep.alpha);
-  g.beta = static_cast<T>(ep.beta);
-  g.bias = bias.defined() ? bias.data<T>() : nullptr;
+  g.alpha = static_cast<decltype(g.alpha)>(ep.alpha);
+  g.beta = static_cast<decltype(g.beta)>(ep.beta);
+  g.bias = bias.defined() ? gemm_data<TOut>(bias) : nullptr;
   g.act = ep.act;
   const bool b_shared = std::all_of(pb.batch_strides.begin(), pb.batch_strides.end(),
                                     [](int64_t s) { return s == 0; });
@@ -475,24 +525,29 @@ void batched_product(const Tensor& out, const Tensor& a, bool trans_a, const Ten
                      bool trans_b, const ProductEpilogue& ep) {
   const DType dt = out.dtype();
   if (out.numel() == 0) return;
+  const bool bf16_sums = dt == DType::Float32 && a.dtype() == DType::BFloat16 &&
+                         b.dtype() == DType::BFloat16;
   SAMBA_CHECK(out.is_contiguous() && a.dim() >= 2 && b.dim() >= 2 && out.dim() >= 2 &&
-                  a.dtype() == dt && b.dtype() == dt,
-              Status::Internal, "batched_product: bad operands {} {} -> {}", dims_str(a.shape()),
-              dims_str(b.shape()), dims_str(out.shape()));
+                  ((a.dtype() == dt && b.dtype() == dt) || bf16_sums),
+              Status::Internal, "batched_product: bad operands {} {} {} {} -> {} {}",
+              dtype_name(a.dtype()), dims_str(a.shape()), dtype_name(b.dtype()),
+              dims_str(b.shape()), dtype_name(dt), dims_str(out.shape()));
+  if (bf16_sums) return float_product<bf16, float>(out, a, trans_a, b, trans_b, ep);
   switch (dt) {
     case DType::Float32:
-      return float_product<float>(out, a, trans_a, b, trans_b, ep);
+      return float_product<float, float>(out, a, trans_a, b, trans_b, ep);
     case DType::Float64:
-      return float_product<double>(out, a, trans_a, b, trans_b, ep);
+      return float_product<double, double>(out, a, trans_a, b, trans_b, ep);
     case DType::BFloat16:
+      return float_product<bf16, bf16>(out, a, trans_a, b, trans_b, ep);
     case DType::Float16: {
       // fp32 accumulation: compute in float and round once at the end.
       Tensor out32 =
           ep.beta != 0.0 ? out.to(DType::Float32) : Tensor::empty(out.shape(), DType::Float32);
       ProductEpilogue ep32 = ep;
       if (ep.bias.defined()) ep32.bias = ep.bias.to(DType::Float32);
-      float_product<float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32), trans_b,
-                           ep32);
+      float_product<float, float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32),
+                                  trans_b, ep32);
       out.copy_from(out32);
       return;
     }

@@ -46,6 +46,19 @@ template <typename T>
 void gemm_batched(const GemmArgs<T>& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
                   const int64_t* c_off);
 
+// The same for bf16 operands with fp32 accumulation (Bf16GemmArgs), C in
+// float (TC = float) or bf16 (TC = uint16_t, bf16 bits). Tiled like the fp32
+// GEMM; each tile runs the ISA level's bf16 kernel (vdpbf16ps at the
+// AVX512_BF16 level, the fp32 micro-kernel on panels widened while packing
+// at AVX2 and AVX-512; sgemm_kernels.h says what each rounds), or Eigen on
+// widened blocks at the generic level and under GemmKernel::Eigen. No
+// tensor is converted or allocated per call.
+template <typename TC>
+void gemm(const Bf16GemmArgs<TC>& g);
+template <typename TC>
+void gemm_batched(const Bf16GemmArgs<TC>& g, int64_t batch, const int64_t* a_off,
+                  const int64_t* b_off, const int64_t* c_off);
+
 // Which kernel computes float tiles. Auto uses the active ISA level's kernels
 // (sgemm_kernels.h) where it has them and the tile shape suits them;
 // Eigen forces Eigen's GEMM everywhere (for comparisons in tests and
@@ -77,8 +90,11 @@ struct ProductEpilogue {
 // a and b have rank >= 2 and any strides; their batch dims broadcast to
 // out's. trans_a says a's last two dims are (k, m) and op(a) is their
 // transpose (likewise trans_b: (n, k)). out is contiguous with a's dtype,
-// which b and bias share. Floating dtypes go through the GEMM (bf16/fp16 in
-// fp32), integer ones through a plain loop with int64 accumulation.
+// which b and bias share; or, for bf16 a and b, float32 (bias too): the
+// fp32 sums before any rounding, for mixed precision. Floating dtypes go
+// through the GEMM (bf16 through its bf16 kernels with fp32 accumulation,
+// rounded once; fp16 converted to fp32), integer ones through a plain loop
+// with int64 accumulation.
 void batched_product(const Tensor& out, const Tensor& a, bool trans_a, const Tensor& b,
                      bool trans_b, const ProductEpilogue& ep = {});
 

@@ -43,6 +43,23 @@ struct GemmArgs {
   Activation act = Activation::None;
 };
 
+// A product of bf16 operands accumulated in fp32 (the real device's mixed
+// precision): the operands are bf16 bit patterns (as Eigen::bfloat16 stores
+// them), C, bias and the addend beta * C have C's type TC: float (the fp32
+// sums themselves) or uint16_t (bf16, rounded to nearest even once, after the
+// epilogue, as Eigen::bfloat16(float) rounds). What "fp32 accumulation"
+// means bit for bit on each ISA level is said in sgemm_kernels.h.
+template <typename TC>
+struct Bf16GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  GemmOperand<uint16_t> a, b;
+  TC* c = nullptr;
+  int64_t ldc = 0;
+  float alpha = 1, beta = 0;
+  const TC* bias = nullptr;
+  Activation act = Activation::None;
+};
+
 // Applies bias (n elements, may be null) then `act` to the rows x cols block
 // at c (rows ldc apart). Used by the GEMM tiles; exposed for kernels that
 // produce a matrix another way.

@@ -11,29 +11,12 @@
 
 #include "engine/core/parallel.h"
 #include "engine/kernels/gemm.h"
+#include "gemm_reference.h"
 
 using namespace samba;
 using namespace samba::ops;
 
 namespace {
-
-double activate(double x, Activation act) {
-  switch (act) {
-    case Activation::None:
-      return x;
-    case Activation::Relu:
-      return x > 0 ? x : 0;
-    case Activation::Tanh:
-      return std::tanh(x);
-    case Activation::Sigmoid:
-      return 1 / (1 + std::exp(-x));
-    case Activation::GeluTanh:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::GeluErf:
-      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-  }
-  return x;
-}
 
 // A stored operand: op(X) is rows x cols; stored row-major as rows x cols
 // (or cols x rows when transposed) with `pad` extra elements per stored row.
@@ -100,7 +83,7 @@ void check_case(const Case& cs, double tol) {
       for (int64_t p = 0; p < cs.k; ++p) acc += a.at(i, p) * b.at(p, j);
       double want = cs.alpha * acc + cs.beta * static_cast<double>(c0[i * c.ld + j]);
       if (cs.bias) want += static_cast<double>(bias[j]);
-      want = activate(want, cs.act);
+      want = reference_activation(want, cs.act);
       ASSERT_NEAR(static_cast<double>(c.data[i * c.ld + j]), want,
                   tol * std::max(1.0, std::abs(want)))
           << "at (" << i << ", " << j << ")";

@@ -1,10 +1,12 @@
 // The AVX2 + FMA level's fp32 GEMM kernels (compiled with -mavx2 -mfma, see
-// cmake/SambaIsa.cmake): the packed kernel at 8 lanes and the dot kernel for
-// products with few rows against a weight stored as rows. Like every level
+// cmake/SambaIsa.cmake): the packed kernel at 8 lanes, the dot kernel for
+// products with few rows against a weight stored as rows, and the bf16
+// GEMM on panels widened to fp32 (bf16_gemm.h). Like every level
 // file, it holds only intrinsics and TU-local code (packed_sgemm.h says why).
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/bf16_gemm.h"
 #include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
@@ -134,13 +136,23 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
   Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
+using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec256>>;
+
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx2() {
-  static const SgemmKernels k{IsaLevel::Avx2, Packed::kNr,          &Packed::prefer,
-                              &packed_tile,   &prefer_dot,          &dot_tile,
-                              &Packed::prefer_direct, &Packed::direct_tile,
-                              &Packed::prefer_transposed, &Packed::transposed_tile};
+  static const SgemmKernels k{IsaLevel::Avx2,
+                              Packed::kNr,
+                              &Packed::prefer,
+                              &packed_tile,
+                              &prefer_dot,
+                              &dot_tile,
+                              &Packed::prefer_direct,
+                              &Packed::direct_tile,
+                              &Packed::prefer_transposed,
+                              &Packed::transposed_tile,
+                              &WidenedBf16::tile<float>,
+                              &WidenedBf16::tile<uint16_t>};
   return k;
 }
 

@@ -1,12 +1,14 @@
 // The AVX-512 level's fp32 GEMM kernels (compiled with -mavx512f/bw/vl/dq and
 // the auto-vectorizer off, see cmake/SambaIsa.cmake): the packed kernel at 16
-// lanes, a 6 x 32 register block. Products with few rows keep the AVX2 dot
+// lanes, a 6 x 32 register block, also behind the bf16 GEMM on panels widened
+// to fp32 (bf16_gemm.h) where the CPU lacks AVX512_BF16. Products with few rows keep the AVX2 dot
 // kernel: they are bound by reading the weight, not by the FMA width; so does
 // x @ Wᵀ at 12 to 32 rows (the transposed kernel), whose 16-row panels a
 // 32-wide block would half pad.
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
+#include "engine/kernels/x86/bf16_gemm.h"
 #include "engine/kernels/x86/packed_sgemm.h"
 
 namespace samba::ops::detail {
@@ -39,6 +41,8 @@ void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float
   Packed::tile<256, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
+using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec512>>;
+
 }  // namespace
 
 const SgemmKernels& sgemm_kernels_avx512() {
@@ -50,6 +54,8 @@ const SgemmKernels& sgemm_kernels_avx512() {
     t.packed_tile = &packed_tile;
     t.prefer_direct = &Packed::prefer_direct;
     t.direct_tile = &Packed::direct_tile;
+    t.bf16_tile_f32 = &WidenedBf16::tile<float>;
+    t.bf16_tile_bf16 = &WidenedBf16::tile<uint16_t>;
     return t;
   }();
   return k;
