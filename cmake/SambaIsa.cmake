@@ -59,12 +59,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   endif()
 
   set(_dir ${CMAKE_SOURCE_DIR}/engine/kernels/x86)
-  list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx2.cpp)
-  set_source_files_properties(${_dir}/sgemm_avx2.cpp PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX2_FLAGS}")
+  list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx2.cpp ${_dir}/conv_direct_avx2.cpp)
+  set_source_files_properties(${_dir}/sgemm_avx2.cpp ${_dir}/conv_direct_avx2.cpp PROPERTIES
+                              COMPILE_OPTIONS "${SAMBA_AVX2_FLAGS}")
   list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX2_BUILT)
   if(_avx512_ok)
-    list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx512.cpp)
-    set_source_files_properties(${_dir}/sgemm_avx512.cpp PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
+    list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx512.cpp ${_dir}/conv_direct_avx512.cpp)
+    set_source_files_properties(${_dir}/sgemm_avx512.cpp ${_dir}/conv_direct_avx512.cpp PROPERTIES
+                                COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
     list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BUILT)
   endif()
 endif()

@@ -1,0 +1,213 @@
+#include "engine/kernels/conv_direct.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/core/parallel.h"
+
+namespace samba::ops {
+
+namespace detail {
+
+const ConvDirectKernels* conv_direct_kernels() {
+  static const ConvDirectKernels* const active = []() -> const ConvDirectKernels* {
+    [[maybe_unused]] const IsaLevel level = active_isa();
+#if defined(SAMBA_ISA_AVX512_BUILT)
+    if (level >= IsaLevel::Avx512) return &conv_direct_kernels_avx512();
+#endif
+#if defined(SAMBA_ISA_AVX2_BUILT)
+    if (level >= IsaLevel::Avx2) return &conv_direct_kernels_avx2();
+#endif
+    return nullptr;
+  }();
+  return active;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ConvDirectKernels;
+using detail::DirectConvBlock;
+using detail::DirectConvImage;
+
+// About 10 us of work on one core: the least worth a task.
+constexpr int64_t kTaskFlops = int64_t{1} << 18;
+// The padded image stays in L2 while every output channel block reads it.
+constexpr int64_t kMaxPaddedFloats = int64_t{1} << 16;
+// So do the staged output blocks of a task.
+constexpr int64_t kMaxStagedFloats = int64_t{1} << 16;
+// Beyond this many multiply-adds per output pixel the packed GEMM's longer
+// inner products win over the direct kernel's short tap loops.
+constexpr int64_t kMaxReduction = 1152;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A direct convolution with unit stride: `batch` images of `in_channels`
+// planes padded by (pad_h, pad_w) into `out_channels` planes.
+struct DirectProblem {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0;
+  int64_t kernel_h = 0, kernel_w = 0, out_channels = 0, out_h = 0, out_w = 0;
+
+  int64_t pitch() const { return in_w + 2 * pad_w; }
+  int64_t plane() const { return (in_h + 2 * pad_h) * pitch(); }
+  int64_t taps() const { return kernel_h * kernel_w; }
+};
+
+bool suits_direct(const DirectProblem& p) {
+  return p.in_channels * p.plane() <= kMaxPaddedFloats &&
+         p.in_channels * p.taps() <= kMaxReduction;
+}
+
+// The register block with the fewest vector FMAs for the image, padding of
+// the last pixel vectors and channel block included; of equal ones, the one
+// that loads the fewest vectors per FMA.
+int choose_block(const ConvDirectKernels& k, const DirectProblem& p) {
+  const int64_t vectors = ceil_div(p.out_h * p.pitch(), k.lanes);
+  int best = 0;
+  double best_cost = 0;
+  for (int i = 0; i < k.block_count; ++i) {
+    const DirectConvBlock b = k.blocks[i];
+    const double fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
+                                            ceil_div(p.out_channels, b.channels) * b.channels);
+    const double loads_per_fma = static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
+    const double cost = fmas * (1.0 + 0.25 * loads_per_fma);
+    if (i == 0 || cost < best_cost) {
+      best = i;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// The weight in the kernel's layout: blocks of `block` output channels, each
+// (in_channels, kernel_h, kernel_w, block), zeros past out_channels.
+// weight_at(o, c, i, j) reads the convolution's weight.
+template <typename WeightAt>
+std::vector<float> pack_weight(const DirectProblem& p, int64_t block, WeightAt weight_at) {
+  const int64_t blocks = ceil_div(p.out_channels, block);
+  std::vector<float> packed(static_cast<size_t>(blocks * p.in_channels * p.taps() * block), 0.0f);
+  float* dst = packed.data();
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t c = 0; c < p.in_channels; ++c)
+      for (int64_t i = 0; i < p.kernel_h; ++i)
+        for (int64_t j = 0; j < p.kernel_w; ++j, dst += block)
+          for (int64_t o = 0; o < block && blk * block + o < p.out_channels; ++o)
+            dst[o] = weight_at(blk * block + o, c, i, j);
+  return packed;
+}
+
+// Per-thread buffers (0: the padded image, 1: the staged output), kept for
+// the thread's next image; a task never waits on other tasks, so a buffer
+// is never shared.
+float* scratch(int which, int64_t floats) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[which];
+  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
+  return b.data();
+}
+
+// dst = x's planes zero-padded, then `slack` zeros the kernel may read past
+// the last plane.
+void pad_image(const DirectProblem& p, const float* x, float* dst, int64_t slack) {
+  const int64_t pitch = p.pitch(), plane = p.plane();
+  std::fill_n(dst, p.in_channels * plane + slack, 0.0f);
+  for (int64_t c = 0; c < p.in_channels; ++c)
+    for (int64_t h = 0; h < p.in_h; ++h)
+      std::copy_n(x + (c * p.in_h + h) * p.in_w, p.in_w, dst + c * plane + (h + p.pad_h) * pitch + p.pad_w);
+}
+
+// Tasks: (image, run of output channel blocks); the channel blocks of an
+// image are split only when there are too few images for every thread or
+// their staged outputs would not fit in L2.
+void run_direct(const ConvDirectKernels& k, const DirectProblem& p, int block, const float* weight,
+                const float* x, const float* bias, float* out) {
+  const DirectConvBlock b = k.blocks[block];
+  const int64_t blocks = ceil_div(p.out_channels, b.channels);
+  const int64_t chunk = b.vectors * k.lanes;
+  const int64_t staged_block = ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
+  const int64_t want = 4 * static_cast<int64_t>(current_pool().threads());
+  const int64_t fit = ceil_div(blocks * staged_block, kMaxStagedFloats);
+  const int64_t splits = std::clamp<int64_t>(std::max(ceil_div(want, p.batch), fit), 1, blocks);
+  const int64_t per_split = ceil_div(blocks, splits);
+  const int64_t slack = b.vectors * k.lanes + p.kernel_w;
+  const int64_t padded = p.in_channels * p.plane() + slack;
+  const int64_t task_flops = 2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
+  const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
+  parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
+    float* padded_input = scratch(0, padded);
+    float* staged = scratch(1, per_split * staged_block);
+    int64_t padded_image = -1;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / splits, split = t % splits;
+      if (n != padded_image) {
+        pad_image(p, x + n * p.in_channels * p.in_h * p.in_w, padded_input, slack);
+        padded_image = n;
+      }
+      DirectConvImage a{};
+      a.input = padded_input;
+      a.in_channels = p.in_channels;
+      a.plane = p.plane();
+      a.pitch = p.pitch();
+      a.kernel_h = p.kernel_h;
+      a.kernel_w = p.kernel_w;
+      a.weight = weight;
+      a.bias = bias;
+      a.out = out + n * p.out_channels * p.out_h * p.out_w;
+      a.out_channels = p.out_channels;
+      a.out_h = p.out_h;
+      a.out_w = p.out_w;
+      a.block_begin = split * per_split;
+      a.block_end = std::min(blocks, a.block_begin + per_split);
+      a.staged = staged;
+      if (a.block_begin < a.block_end) k.image(a, block);
+    }
+  });
+}
+
+bool unit_stride(const ConvGeometry& g) {
+  return g.groups == 1 && g.p.stride.h == 1 && g.p.stride.w == 1 && g.p.dilation.h == 1 &&
+         g.p.dilation.w == 1;
+}
+
+}  // namespace
+
+bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
+                           const float* bias, float* out) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
+                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+  if (!suits_direct(p)) return false;
+  const int block = choose_block(*k, p);
+  const std::vector<float> packed =
+      pack_weight(p, k->blocks[block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
+        return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
+      });
+  run_direct(*k, p, block, packed.data(), x, bias, out);
+  return true;
+}
+
+bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
+                              float* grad_input) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  // The input gradient is the convolution of the output gradient, padded by
+  // kernel - 1 - padding, with the weight flipped and its channels swapped;
+  // a padding wider than the kernel crops instead, which the kernel does not do.
+  const int64_t pad_h = g.kernel_h - 1 - g.p.padding.h, pad_w = g.kernel_w - 1 - g.p.padding.w;
+  if (pad_h < 0 || pad_w < 0) return false;
+  DirectProblem p{g.batch,    g.out_channels, g.out_h,       g.out_w, pad_h, pad_w,
+                  g.kernel_h, g.kernel_w,     g.in_channels, g.in_h,  g.in_w};
+  if (!suits_direct(p)) return false;
+  const int block = choose_block(*k, p);
+  const int64_t kh = g.kernel_h, kw = g.kernel_w;
+  const std::vector<float> packed =
+      pack_weight(p, k->blocks[block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
+        return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+      });
+  run_direct(*k, p, block, packed.data(), grad, nullptr, grad_input);
+  return true;
+}
+
+}  // namespace samba::ops

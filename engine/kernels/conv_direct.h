@@ -1,0 +1,87 @@
+// Direct fp32 convolution for unit stride and dilation, one group: the
+// small-channel, small-image shapes (the digits net's 8 x 8 images) where
+// im2col copies rows of a few floats and costs as much as the GEMM.
+//
+// Each image is zero-padded once into a per-thread buffer whose rows are
+// `pitch` = W + 2 pad floats apart. An output pixel (oh, ow) is then counted
+// in the same pitch, q = oh * pitch + ow, and tap (i, j) of it reads padded
+// element q + i * pitch + j: consecutive q are consecutive floats for every
+// tap, so a vector of output pixels (spanning rows, the pitch's extra columns
+// computed and dropped) is one unaligned load per tap. A register block of
+// `vectors` such vectors by `channels` output channels accumulates over the
+// input channels and taps, weights broadcast from a copy laid out for the
+// block; the bias is added as the block is stored.
+//
+// The kernels of engine/kernels/x86/conv_direct_*.cpp are compiled per ISA
+// level like the GEMM's (sgemm_kernels.h); the generic level has none and
+// keeps im2col.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/isa.h"
+#include "engine/kernels/conv_geometry.h"
+
+namespace samba::ops {
+
+// out = conv2d(x, weight) + bias (bias may be null) with the direct kernel,
+// when the level in use has one and the geometry suits it; false (nothing
+// written) otherwise.
+bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
+                           const float* bias, float* out);
+
+// grad_input = the adjoint of conv2d in x applied to grad, as the direct
+// convolution of grad with the flipped, transposed weight (stride 1 only);
+// false (nothing written) when the direct kernel does not apply.
+bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
+                              float* grad_input);
+
+namespace detail {
+
+// A register block: `vectors` vectors of output pixels by `channels` output
+// channels.
+struct DirectConvBlock {
+  int vectors;
+  int channels;
+};
+
+// One image's direct convolution, for the output channel blocks
+// [block_begin, block_end).
+struct DirectConvImage {
+  // Zero-padded input planes, `plane` floats apart, rows `pitch` apart, with
+  // at least block.vectors * lanes + kernel_w readable floats past the last.
+  const float* input;
+  int64_t in_channels, plane, pitch;
+  int64_t kernel_h, kernel_w;
+  // Blocks of block.channels output channels, each (in_channels, kernel_h,
+  // kernel_w, block.channels); channels past out_channels hold zeros.
+  const float* weight;
+  const float* bias;  // out_channels values, or null
+  float* out;         // (out_channels, out_h, out_w)
+  int64_t out_channels, out_h, out_w;
+  int64_t block_begin, block_end;
+  // Room for the blocks' outputs before they are stored: (block_end -
+  // block_begin) * block.channels planes of out_h * pitch floats, each rounded
+  // up to whole register blocks (block.vectors * lanes).
+  float* staged;
+};
+
+struct ConvDirectKernels {
+  IsaLevel level = IsaLevel::Generic;
+  int64_t lanes = 0;  // output pixels per vector
+  // The register blocks the level has (instantiated kernels).
+  const DirectConvBlock* blocks = nullptr;
+  int block_count = 0;
+  // Runs image `a` with blocks[block].
+  void (*image)(const DirectConvImage& a, int block) = nullptr;
+};
+
+// The table of the level in use, or null where it has no direct kernel.
+const ConvDirectKernels* conv_direct_kernels();
+
+// Defined by the per-level files (only where built).
+const ConvDirectKernels& conv_direct_kernels_avx2();
+const ConvDirectKernels& conv_direct_kernels_avx512();
+
+}  // namespace detail
+}  // namespace samba::ops

@@ -1,0 +1,122 @@
+// The direct convolution kernel (conv_direct.h), written once for any vector
+// width and included by each level's file (conv_direct_avx2.cpp,
+// conv_direct_avx512.cpp), which compiles it with that level's flags. Like
+// packed_sgemm.h, everything is in an unnamed namespace and uses only
+// intrinsics and plain loops, so no library template is instantiated with a
+// level's instructions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "engine/kernels/conv_direct.h"
+
+namespace samba::ops::detail {
+namespace {
+
+template <class Vec>
+struct DirectConv {
+  using V = typename Vec::V;
+  static constexpr int64_t kLanes = Vec::kLanes;
+
+  static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+  static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+  // dst[0, n) = src[0, n) + b; the tail masked, so nothing past dst + n is
+  // written (the output rows are as short as 1 float).
+  static void store_row(float* dst, const float* src, int64_t n, V b) {
+    int64_t k = 0;
+    for (; k + kLanes <= n; k += kLanes) Vec::storeu(dst + k, Vec::add(Vec::loadu(src + k), b));
+    if (k < n) Vec::storeu_n(dst + k, Vec::add(Vec::loadu_n(src + k, n - k), b), n - k);
+  }
+
+  // Output pixels [q0, q0 + PV lanes) (in the pitch's numbering) of a block
+  // of OB output channels, with w the block's packed weight, stored at
+  // staged + q0 in OB planes staged_plane floats apart.
+  template <int PV, int OB>
+  static void block(const DirectConvImage& a, const float* w, int64_t q0, float* staged,
+                    int64_t staged_plane) {
+    V acc[OB][PV];
+#pragma GCC unroll 32
+    for (int o = 0; o < OB; ++o)
+#pragma GCC unroll 8
+      for (int v = 0; v < PV; ++v) acc[o][v] = Vec::zero();
+    const int64_t kw = a.kernel_w, row_taps = kw * OB;
+    for (int64_t c = 0; c < a.in_channels; ++c) {
+      const float* xc = a.input + c * a.plane + q0;
+      const float* wc = w + c * a.kernel_h * row_taps;
+      for (int64_t i = 0; i < a.kernel_h; ++i) {
+        const float* xr = xc + i * a.pitch;
+        const float* wr = wc + i * row_taps;
+        for (int64_t j = 0; j < kw; ++j) {
+          V in[PV];
+#pragma GCC unroll 8
+          for (int v = 0; v < PV; ++v) {
+            in[v] = Vec::loadu(xr + j + v * kLanes);
+            // Held in a register: folded into each FMA instead, the unaligned
+            // load (split across cache lines) would run once per channel.
+            asm("" : "+v"(in[v]));
+          }
+          const float* wt = wr + j * OB;
+#pragma GCC unroll 32
+          for (int o = 0; o < OB; ++o) {
+            const V wv = Vec::set1(wt[o]);
+#pragma GCC unroll 8
+            for (int v = 0; v < PV; ++v) acc[o][v] = Vec::fmadd(in[v], wv, acc[o][v]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 32
+    for (int o = 0; o < OB; ++o)
+#pragma GCC unroll 8
+      for (int v = 0; v < PV; ++v) Vec::storeu(staged + o * staged_plane + v * kLanes, acc[o][v]);
+  }
+
+  // Every block of the image is staged in the pitch's numbering first, then
+  // copied to the output rows with the bias: read right after its stores,
+  // the unaligned row parts would wait for them to reach the cache.
+  template <int PV, int OB>
+  static void image(const DirectConvImage& a) {
+    constexpr int64_t chunk = PV * kLanes;
+    const int64_t pixels = a.out_h * a.pitch, staged_plane = (pixels + chunk - 1) / chunk * chunk;
+    const int64_t block_weight = a.in_channels * a.kernel_h * a.kernel_w * OB;
+    for (int64_t blk = a.block_begin; blk < a.block_end; ++blk) {
+      float* staged = a.staged + (blk - a.block_begin) * OB * staged_plane;
+      for (int64_t q0 = 0; q0 < pixels; q0 += chunk)
+        block<PV, OB>(a, a.weight + blk * block_weight, q0, staged + q0, staged_plane);
+    }
+    const int64_t oc_end = min64(a.block_end * OB, a.out_channels), plane = a.out_h * a.out_w;
+    for (int64_t oc = a.block_begin * OB; oc < oc_end; ++oc) {
+      const float* src = a.staged + (oc - a.block_begin * OB) * staged_plane;
+      const V b = Vec::set1(a.bias ? a.bias[oc] : 0.0f);
+      for (int64_t oh = 0; oh < a.out_h; ++oh)
+        store_row(a.out + oc * plane + oh * a.out_w, src + oh * a.pitch, a.out_w, b);
+    }
+  }
+};
+
+// A level's table: the kernel instantiated for each register block Bs.
+template <class Vec, DirectConvBlock... Bs>
+struct DirectConvLevel {
+  static constexpr DirectConvBlock kBlocks[] = {Bs...};
+
+  static void image(const DirectConvImage& a, int block) {
+    int i = 0;
+    ((i++ == block ? DirectConv<Vec>::template image<Bs.vectors, Bs.channels>(a) : void()), ...);
+  }
+
+  static ConvDirectKernels table(IsaLevel level) {
+    ConvDirectKernels k;
+    k.level = level;
+    k.lanes = Vec::kLanes;
+    k.blocks = kBlocks;
+    k.block_count = static_cast<int>(sizeof...(Bs));
+    k.image = &image;
+    return k;
+  }
+};
+
+}  // namespace
+}  // namespace samba::ops::detail
