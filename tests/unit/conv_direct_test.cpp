@@ -1,0 +1,238 @@
+// The direct convolution kernel (engine/kernels/conv_direct.h) at the ISA
+// level in use (the test runs once per level the machine has): forward and
+// input gradient against loops written here in double, over channel counts
+// around the register blocks, images smaller and larger than one vector row,
+// every padding the kernel sees, and output buffers fenced by guard values
+// that must survive the masked row tails. At the generic level there is no
+// direct kernel and conv2d keeps im2col.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/core/isa.h"
+#include "engine/core/parallel.h"
+#include "engine/kernels/conv_direct.h"
+#include "engine/kernels/conv_geometry.h"
+#include "op_test_util.h"
+
+using namespace samba;
+using namespace samba::testing;
+using samba::ops::ConvGeometry;
+using samba::ops::ConvParams;
+
+namespace {
+
+// A convolution of the sweep: x (batch, in, side_h, side_w), weight (out,
+// in, kernel_h, kernel_w), unit stride, symmetric padding.
+struct Shape {
+  int64_t batch, in, out, h, w, kh, kw, pad;
+  bool bias;
+};
+
+std::string shape_str(const Shape& s) {
+  return fmt::format("x [{}, {}, {}, {}] w [{}, {}, {}, {}] pad {}{}", s.batch, s.in, s.h, s.w, s.out,
+                     s.in, s.kh, s.kw, s.pad, s.bias ? " bias" : "");
+}
+
+ConvGeometry geometry(const Shape& s) {
+  ConvParams p;
+  p.padding = {s.pad, s.pad};
+  return ops::conv_geometry("conv2d", {s.batch, s.in, s.h, s.w}, {s.out, s.in, s.kh, s.kw}, p);
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = u(gen);
+  return v;
+}
+
+// Calls f(x_index, w_index, out_index) for every product of the convolution.
+template <typename F>
+void for_each_product(const ConvGeometry& g, F f) {
+  const int64_t ph = g.p.padding.h, pw = g.p.padding.w;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t o = 0; o < g.out_channels; ++o)
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          for (int64_t c = 0; c < g.in_channels; ++c)
+            for (int64_t i = 0; i < g.kernel_h; ++i)
+              for (int64_t j = 0; j < g.kernel_w; ++j) {
+                const int64_t ih = oh - ph + i, iw = ow - pw + j;
+                if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+                f(((n * g.in_channels + c) * g.in_h + ih) * g.in_w + iw,
+                  ((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j,
+                  ((n * g.out_channels + o) * g.out_h + oh) * g.out_w + ow);
+              }
+}
+
+// A buffer of n floats with kGuard sentinel floats on each side.
+constexpr int64_t kGuard = 64;
+constexpr float kSentinel = -12345.0f;
+struct Fenced {
+  std::vector<float> buf;
+  explicit Fenced(int64_t n) : buf(static_cast<size_t>(n + 2 * kGuard), kSentinel) {}
+  float* data() { return buf.data() + kGuard; }
+  int64_t size() const { return static_cast<int64_t>(buf.size()) - 2 * kGuard; }
+  bool untouched() const {
+    return std::all_of(buf.begin(), buf.end(), [](float v) { return v == kSentinel; });
+  }
+  void expect_guards_intact() const {
+    for (int64_t k = 0; k < kGuard; ++k) {
+      EXPECT_EQ(buf[static_cast<size_t>(k)], kSentinel) << "written " << kGuard - k << " floats before the output";
+      EXPECT_EQ(buf[buf.size() - 1 - static_cast<size_t>(k)], kSentinel)
+          << "written " << kGuard - k << " floats past the output";
+    }
+  }
+  void expect_near(const std::vector<double>& want) const {
+    ASSERT_EQ(static_cast<int64_t>(want.size()), size());
+    int64_t reported = 0;
+    for (int64_t k = 0; k < size() && reported < 5; ++k) {
+      const double got = buf[static_cast<size_t>(k + kGuard)];
+      if (std::abs(got - want[k]) > 1e-4 * (1.0 + std::abs(want[k]))) {
+        ADD_FAILURE() << "element " << k << ": got " << got << ", want " << want[k];
+        ++reported;
+      }
+    }
+  }
+};
+
+// The sweep: every image size with every kernel and padding that gives an
+// output, channel counts cycling through 1, 3, 16, 32 and 33 (in and out
+// differing), bias and batch (1, 3, 20) alternating.
+std::vector<Shape> sweep() {
+  const std::vector<std::pair<int64_t, int64_t>> sides = {{1, 1}, {5, 7}, {8, 8}, {17, 9}, {32, 32}};
+  const std::vector<std::pair<int64_t, int64_t>> kernels = {{1, 1}, {3, 3}, {5, 5}, {3, 1}};
+  const std::vector<int64_t> channels = {1, 3, 16, 32, 33};
+  const std::vector<int64_t> batches = {1, 3, 20};
+  std::vector<Shape> shapes;
+  size_t k = 0;
+  for (auto [h, w] : sides)
+    for (auto [kh, kw] : kernels)
+      for (int64_t pad : {0, 1, 2}) {
+        if (h + 2 * pad < kh || w + 2 * pad < kw) continue;
+        const int64_t in = channels[k % channels.size()], out = channels[(k + 2) % channels.size()];
+        int64_t batch = batches[k % batches.size()];
+        if (h * w >= 256) batch = std::min<int64_t>(batch, 3);  // keeps the double loops short
+        shapes.push_back({batch, in, out, h, w, kh, kw, pad, k % 2 == 0});
+        ++k;
+      }
+  return shapes;
+}
+
+}  // namespace
+
+TEST(ConvDirect, KernelOfTheLevelInUse) {
+  const ops::detail::ConvDirectKernels* k = ops::detail::conv_direct_kernels();
+  if (active_isa() == IsaLevel::Generic) {
+    EXPECT_EQ(k, nullptr);
+    return;
+  }
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->level, std::min(active_isa(), IsaLevel::Avx512));
+  EXPECT_EQ(k->lanes, k->level == IsaLevel::Avx2 ? 8 : 16);
+}
+
+TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  uint32_t seed = 1;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    for (const Shape& s : sweep()) {
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads", threads));
+      const ConvGeometry g = geometry(s);
+      const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+      const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+      const std::vector<float> b = random_floats(s.out, seed + 2);
+      seed += 3;
+      std::vector<double> want(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
+      for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+        want[oi] += static_cast<double>(x[xi]) * w[wi];
+      });
+      if (s.bias)
+        for (size_t i = 0; i < want.size(); ++i) want[i] += b[(i / g.out_pixels()) % s.out];
+      Fenced out(static_cast<int64_t>(want.size()));
+      const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
+                                                  out.data());
+      ASSERT_EQ(ran, has_kernel);
+      if (!ran) {
+        EXPECT_TRUE(out.untouched());
+        continue;
+      }
+      out.expect_guards_intact();
+      out.expect_near(want);
+    }
+  }
+}
+
+TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  uint32_t seed = 500;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    for (const Shape& s : sweep()) {
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads", threads));
+      const ConvGeometry g = geometry(s);
+      const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+      const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+      seed += 2;
+      std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
+      for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+        want[xi] += static_cast<double>(grad[oi]) * w[wi];
+      });
+      Fenced dx(static_cast<int64_t>(want.size()));
+      const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data());
+      // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
+      ASSERT_EQ(ran, has_kernel && s.pad < s.kh && s.pad < s.kw);
+      if (!ran) {
+        EXPECT_TRUE(dx.untouched());
+        continue;
+      }
+      dx.expect_guards_intact();
+      dx.expect_near(want);
+    }
+  }
+}
+
+TEST(ConvDirect, OutputsLargerThanTheStagingBudgetAreSplitByChannels) {
+  // 64 output channels of a 32 x 32 image: more staged output than one
+  // task holds, so the image's channel blocks go to several tasks.
+  const Shape s{2, 8, 64, 32, 32, 3, 3, 1, true};
+  const ConvGeometry g = geometry(s);
+  const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), 7);
+  const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, 8);
+  const std::vector<float> b = random_floats(s.out, 9);
+  std::vector<double> want(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
+  for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) { want[oi] += static_cast<double>(x[xi]) * w[wi]; });
+  for (size_t i = 0; i < want.size(); ++i) want[i] += b[(i / g.out_pixels()) % s.out];
+  Fenced out(static_cast<int64_t>(want.size()));
+  if (!ops::conv2d_direct_forward(g, x.data(), w.data(), b.data(), out.data()))
+    GTEST_SKIP() << "no direct kernel at " << isa_name(active_isa());
+  out.expect_guards_intact();
+  out.expect_near(want);
+}
+
+TEST(ConvDirect, OtherGeometriesAreLeftToIm2col) {
+  std::vector<std::pair<const char*, ConvGeometry>> cases;
+  auto with = [](ConvParams p, const Dims& x, const Dims& w) {
+    return ops::conv_geometry("conv2d", x, w, p);
+  };
+  cases.push_back({"stride 2", with({.stride = {2, 2}}, {1, 3, 8, 8}, {4, 3, 3, 3})});
+  cases.push_back({"dilation 2", with({.dilation = {1, 2}}, {1, 3, 8, 8}, {4, 3, 3, 3})});
+  cases.push_back({"2 groups", with({.groups = 2}, {1, 4, 8, 8}, {4, 2, 3, 3})});
+  cases.push_back({"256 channels of 3 x 3 taps", with({}, {1, 256, 6, 6}, {4, 256, 3, 3})});
+  cases.push_back({"a 300 x 300 image", with({}, {1, 1, 300, 300}, {2, 1, 3, 3})});
+  for (auto& [what, g] : cases) {
+    SCOPED_TRACE(what);
+    const std::vector<float> x(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 1.0f);
+    const std::vector<float> w(static_cast<size_t>(g.out_channels * g.in_per_group() * g.kernel_h * g.kernel_w), 1.0f);
+    Fenced out(g.batch * g.out_channels * g.out_pixels());
+    EXPECT_FALSE(ops::conv2d_direct_forward(g, x.data(), w.data(), nullptr, out.data()));
+    EXPECT_TRUE(out.untouched());
+  }
+}
