@@ -1,6 +1,7 @@
 #include "engine/kernels/conv_direct.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "engine/core/parallel.h"
@@ -44,38 +45,78 @@ constexpr int64_t kMaxReduction = 1152;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // A direct convolution with unit stride: `batch` images of `in_channels`
-// planes padded by (pad_h, pad_w) into `out_channels` planes.
+// planes padded by (pad_h, pad_w) into `out_channels` planes; the input
+// copied as padded planes or, with `column_copies`, as one copy of the
+// padded plane per kernel column cut to the output width (conv_direct.h).
 struct DirectProblem {
   int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0;
   int64_t kernel_h = 0, kernel_w = 0, out_channels = 0, out_h = 0, out_w = 0;
+  bool column_copies = false;
 
-  int64_t pitch() const { return in_w + 2 * pad_w; }
-  int64_t plane() const { return (in_h + 2 * pad_h) * pitch(); }
+  int64_t padded_h() const { return in_h + 2 * pad_h; }
+  // Floats between rows of the copy, and between output rows as numbered.
+  int64_t pitch() const { return column_copies ? out_w : in_w + 2 * pad_w; }
+  int64_t column_step() const { return column_copies ? padded_h() * out_w : 1; }
+  int64_t channel_step() const { return padded_h() * pitch() * (column_copies ? kernel_w : 1); }
+  int64_t image_floats() const { return in_channels * channel_step(); }
   int64_t taps() const { return kernel_h * kernel_w; }
 };
 
-bool suits_direct(const DirectProblem& p) {
-  return p.in_channels * p.plane() <= kMaxPaddedFloats &&
-         p.in_channels * p.taps() <= kMaxReduction;
+// A layout and register block, with its estimated cycles per image.
+struct DirectPlan {
+  DirectProblem p;
+  int block = 0;
+  double cycles = 0;
+};
+
+// Cycles to copy `rows` rows of `len` floats, `lanes` a vector.
+double row_cycles(int64_t rows, int64_t len, int64_t lanes) {
+  return static_cast<double>(rows * (1 + ceil_div(len, lanes)));
 }
 
 // The register block with the fewest vector FMAs for the image, padding of
-// the last pixel vectors and channel block included; of equal ones, the one
-// that loads the fewest vectors per FMA.
-int choose_block(const ConvDirectKernels& k, const DirectProblem& p) {
+// the last pixel vectors and channel block included, and loads per FMA as
+// the tie-break; plus the copies in and out of the layout.
+DirectPlan plan_for(const ConvDirectKernels& k, const DirectProblem& p) {
+  DirectPlan plan{p, 0, 0};
   const int64_t vectors = ceil_div(p.out_h * p.pitch(), k.lanes);
-  int best = 0;
-  double best_cost = 0;
   for (int i = 0; i < k.block_count; ++i) {
     const DirectConvBlock b = k.blocks[i];
     const double fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
-                                            ceil_div(p.out_channels, b.channels) * b.channels);
+                                            ceil_div(p.out_channels, b.channels) * b.channels *
+                                            p.in_channels * p.taps());
     const double loads_per_fma = static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
-    const double cost = fmas * (1.0 + 0.25 * loads_per_fma);
-    if (i == 0 || cost < best_cost) {
-      best = i;
-      best_cost = cost;
+    const double cycles = fmas * (1.0 + 0.1 * loads_per_fma);
+    if (i == 0 || cycles < plan.cycles) {
+      plan.block = i;
+      plan.cycles = cycles;
     }
+  }
+  plan.cycles += static_cast<double>(p.image_floats() / k.lanes);  // zeroing the copy
+  if (p.column_copies) {
+    plan.cycles += row_cycles(p.in_channels * p.kernel_w * p.padded_h(), p.out_w, k.lanes);
+  } else {
+    plan.cycles += row_cycles(p.in_channels * p.in_h, p.in_w, k.lanes);
+    plan.cycles += row_cycles(p.out_channels * p.out_h, p.out_w, k.lanes);  // staged rows
+  }
+  return plan;
+}
+
+bool suits_direct(const DirectProblem& p) {
+  return p.image_floats() <= kMaxPaddedFloats && p.in_channels * p.taps() <= kMaxReduction;
+}
+
+// The cheaper layout that suits the kernel, of those `layout` allows.
+std::optional<DirectPlan> choose_plan(const ConvDirectKernels& k, DirectProblem p,
+                                      DirectLayout layout) {
+  std::optional<DirectPlan> best;
+  for (bool copies : {false, true}) {
+    p.column_copies = copies;
+    if (!suits_direct(p) || (layout == DirectLayout::PaddedPlanes && copies) ||
+        (layout == DirectLayout::ColumnCopies && !copies))
+      continue;
+    const DirectPlan plan = plan_for(k, p);
+    if (!best || plan.cycles < best->cycles) best = plan;
   }
   return best;
 }
@@ -107,31 +148,45 @@ float* scratch(int which, int64_t floats) {
   return b.data();
 }
 
-// dst = x's planes zero-padded, then `slack` zeros the kernel may read past
-// the last plane.
-void pad_image(const DirectProblem& p, const float* x, float* dst, int64_t slack) {
-  const int64_t pitch = p.pitch(), plane = p.plane();
-  std::fill_n(dst, p.in_channels * plane + slack, 0.0f);
-  for (int64_t c = 0; c < p.in_channels; ++c)
-    for (int64_t h = 0; h < p.in_h; ++h)
-      std::copy_n(x + (c * p.in_h + h) * p.in_w, p.in_w, dst + c * plane + (h + p.pad_h) * pitch + p.pad_w);
+// dst = x in the problem's layout, then `slack` zeros the kernel may read
+// past the last channel.
+void copy_image(const ConvDirectKernels& k, const DirectProblem& p, const float* x, float* dst,
+                int64_t slack) {
+  std::fill_n(dst, p.image_floats() + slack, 0.0f);
+  const int64_t pitch = p.pitch();
+  for (int64_t c = 0; c < p.in_channels; ++c) {
+    const float* plane = x + c * p.in_h * p.in_w;
+    float* d = dst + c * p.channel_step() + p.pad_h * pitch;
+    if (!p.column_copies) {
+      k.copy_rows(plane, p.in_w, d + p.pad_w, pitch, p.in_h, p.in_w);
+      continue;
+    }
+    // Copy j holds padded columns [j, j + out_w): input columns ow + j - pad_w.
+    for (int64_t j = 0; j < p.kernel_w; ++j, d += p.column_step()) {
+      const int64_t lo = std::max<int64_t>(0, p.pad_w - j);
+      const int64_t hi = std::min(p.out_w, p.in_w + p.pad_w - j);
+      if (lo < hi) k.copy_rows(plane + lo + j - p.pad_w, p.in_w, d + lo, pitch, p.in_h, hi - lo);
+    }
+  }
 }
 
 // Tasks: (image, run of output channel blocks); the channel blocks of an
 // image are split only when there are too few images for every thread or
 // their staged outputs would not fit in L2.
-void run_direct(const ConvDirectKernels& k, const DirectProblem& p, int block, const float* weight,
+void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float* weight,
                 const float* x, const float* bias, float* out) {
-  const DirectConvBlock b = k.blocks[block];
+  const DirectProblem& p = plan.p;
+  const DirectConvBlock b = k.blocks[plan.block];
   const int64_t blocks = ceil_div(p.out_channels, b.channels);
   const int64_t chunk = b.vectors * k.lanes;
-  const int64_t staged_block = ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
+  const int64_t staged_block =
+      p.column_copies ? 0 : ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
   const int64_t want = 4 * static_cast<int64_t>(current_pool().threads());
   const int64_t fit = ceil_div(blocks * staged_block, kMaxStagedFloats);
   const int64_t splits = std::clamp<int64_t>(std::max(ceil_div(want, p.batch), fit), 1, blocks);
   const int64_t per_split = ceil_div(blocks, splits);
   const int64_t slack = b.vectors * k.lanes + p.kernel_w;
-  const int64_t padded = p.in_channels * p.plane() + slack;
+  const int64_t padded = p.image_floats() + slack;
   const int64_t task_flops = 2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
   const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
   parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
@@ -141,13 +196,15 @@ void run_direct(const ConvDirectKernels& k, const DirectProblem& p, int block, c
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / splits, split = t % splits;
       if (n != padded_image) {
-        pad_image(p, x + n * p.in_channels * p.in_h * p.in_w, padded_input, slack);
+        copy_image(k, p, x + n * p.in_channels * p.in_h * p.in_w, padded_input, slack);
         padded_image = n;
       }
       DirectConvImage a{};
       a.input = padded_input;
       a.in_channels = p.in_channels;
-      a.plane = p.plane();
+      a.channel_step = p.channel_step();
+      a.row_step = p.pitch();
+      a.column_step = p.column_step();
       a.pitch = p.pitch();
       a.kernel_h = p.kernel_h;
       a.kernel_w = p.kernel_w;
@@ -160,7 +217,7 @@ void run_direct(const ConvDirectKernels& k, const DirectProblem& p, int block, c
       a.block_begin = split * per_split;
       a.block_end = std::min(blocks, a.block_begin + per_split);
       a.staged = staged;
-      if (a.block_begin < a.block_end) k.image(a, block);
+      if (a.block_begin < a.block_end) k.image(a, plan.block);
     }
   });
 }
@@ -173,23 +230,23 @@ bool unit_stride(const ConvGeometry& g) {
 }  // namespace
 
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
-                           const float* bias, float* out) {
+                           const float* bias, float* out, DirectLayout layout) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
   if (!k || !unit_stride(g)) return false;
   DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
                   g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
-  if (!suits_direct(p)) return false;
-  const int block = choose_block(*k, p);
-  const std::vector<float> packed =
-      pack_weight(p, k->blocks[block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
+  const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
+  if (!plan) return false;
+  const std::vector<float> packed = pack_weight(
+      p, k->blocks[plan->block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
       });
-  run_direct(*k, p, block, packed.data(), x, bias, out);
+  run_direct(*k, *plan, packed.data(), x, bias, out);
   return true;
 }
 
 bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
-                              float* grad_input) {
+                              float* grad_input, DirectLayout layout) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
   if (!k || !unit_stride(g)) return false;
   // The input gradient is the convolution of the output gradient, padded by
@@ -199,14 +256,14 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
   if (pad_h < 0 || pad_w < 0) return false;
   DirectProblem p{g.batch,    g.out_channels, g.out_h,       g.out_w, pad_h, pad_w,
                   g.kernel_h, g.kernel_w,     g.in_channels, g.in_h,  g.in_w};
-  if (!suits_direct(p)) return false;
-  const int block = choose_block(*k, p);
+  const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
+  if (!plan) return false;
   const int64_t kh = g.kernel_h, kw = g.kernel_w;
-  const std::vector<float> packed =
-      pack_weight(p, k->blocks[block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
+  const std::vector<float> packed = pack_weight(
+      p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
       });
-  run_direct(*k, p, block, packed.data(), grad, nullptr, grad_input);
+  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input);
   return true;
 }
 

@@ -2,15 +2,17 @@
 // small-channel, small-image shapes (the digits net's 8 x 8 images) where
 // im2col copies rows of a few floats and costs as much as the GEMM.
 //
-// Each image is zero-padded once into a per-thread buffer whose rows are
-// `pitch` = W + 2 pad floats apart. An output pixel (oh, ow) is then counted
-// in the same pitch, q = oh * pitch + ow, and tap (i, j) of it reads padded
-// element q + i * pitch + j: consecutive q are consecutive floats for every
-// tap, so a vector of output pixels (spanning rows, the pitch's extra columns
-// computed and dropped) is one unaligned load per tap. A register block of
-// `vectors` such vectors by `channels` output channels accumulates over the
-// input channels and taps, weights broadcast from a copy laid out for the
-// block; the bias is added as the block is stored.
+// Each image is copied once into a per-thread buffer in one of two layouts,
+// so that every tap of consecutive output pixels reads consecutive floats:
+// zero-padded planes whose rows are `pitch` = W + 2 pad floats apart, the
+// output pixels counted in the same pitch (a vector of them spans rows, the
+// pitch's extra columns computed and dropped); or, where those columns would
+// waste a large part of the lanes (8 x 8 images), one copy of the padded
+// plane per kernel column j with rows cut to the output width at column j,
+// so the output pixels are numbered as they are stored. A register block of
+// `vectors` vectors of output pixels by `channels` output channels
+// accumulates over the input channels and taps, weights broadcast from a
+// copy laid out for the block; the bias is added as the block is stored.
 //
 // The kernels of engine/kernels/x86/conv_direct_*.cpp are compiled per ISA
 // level like the GEMM's (sgemm_kernels.h); the generic level has none and
@@ -26,15 +28,19 @@ namespace samba::ops {
 
 // out = conv2d(x, weight) + bias (bias may be null) with the direct kernel,
 // when the level in use has one and the geometry suits it; false (nothing
-// written) otherwise.
+// written) otherwise, or when the layout asked for does not suit it.
+// The input layouts of the kernel (above); tests force one to reach both.
+enum class DirectLayout { Cheapest, PaddedPlanes, ColumnCopies };
+
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
-                           const float* bias, float* out);
+                           const float* bias, float* out,
+                           DirectLayout layout = DirectLayout::Cheapest);
 
 // grad_input = the adjoint of conv2d in x applied to grad, as the direct
 // convolution of grad with the flipped, transposed weight (stride 1 only);
 // false (nothing written) when the direct kernel does not apply.
 bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
-                              float* grad_input);
+                              float* grad_input, DirectLayout layout = DirectLayout::Cheapest);
 
 namespace detail {
 
@@ -46,13 +52,15 @@ struct DirectConvBlock {
 };
 
 // One image's direct convolution, for the output channel blocks
-// [block_begin, block_end).
+// [block_begin, block_end). Output pixel (oh, ow) is numbered q = oh * pitch
+// + ow, and its tap (i, j) on input channel c is input[c * channel_step + i *
+// row_step + j * column_step + q]; at least block.vectors * lanes +
+// kernel_w floats past the last channel are readable.
 struct DirectConvImage {
-  // Zero-padded input planes, `plane` floats apart, rows `pitch` apart, with
-  // at least block.vectors * lanes + kernel_w readable floats past the last.
   const float* input;
-  int64_t in_channels, plane, pitch;
+  int64_t in_channels, channel_step, row_step, column_step;
   int64_t kernel_h, kernel_w;
+  int64_t pitch;
   // Blocks of block.channels output channels, each (in_channels, kernel_h,
   // kernel_w, block.channels); channels past out_channels hold zeros.
   const float* weight;
@@ -60,9 +68,10 @@ struct DirectConvImage {
   float* out;         // (out_channels, out_h, out_w)
   int64_t out_channels, out_h, out_w;
   int64_t block_begin, block_end;
-  // Room for the blocks' outputs before they are stored: (block_end -
-  // block_begin) * block.channels planes of out_h * pitch floats, each rounded
-  // up to whole register blocks (block.vectors * lanes).
+  // Where pitch > out_w, room for the blocks' outputs before they are
+  // stored: (block_end - block_begin) * block.channels planes of out_h *
+  // pitch floats, each rounded up to whole register blocks (block.vectors *
+  // lanes). Unused (may be null) where pitch == out_w.
   float* staged;
 };
 
@@ -74,6 +83,9 @@ struct ConvDirectKernels {
   int block_count = 0;
   // Runs image `a` with blocks[block].
   void (*image)(const DirectConvImage& a, int block) = nullptr;
+  // Copies `rows` rows of `len` floats, src and dst rows `*_pitch` apart.
+  void (*copy_rows)(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch, int64_t rows,
+                    int64_t len) = nullptr;
 };
 
 // The table of the level in use, or null where it has no direct kernel.

@@ -123,6 +123,39 @@ std::vector<Shape> sweep() {
   return shapes;
 }
 
+using ops::DirectLayout;
+
+std::string layout_name(DirectLayout l) {
+  switch (l) {
+    case DirectLayout::Cheapest:
+      return "cheapest layout";
+    case DirectLayout::PaddedPlanes:
+      return "padded planes";
+    case DirectLayout::ColumnCopies:
+      return "column copies";
+  }
+  return "?";
+}
+
+// Each sweep runs on 1 and 2 threads with the layout chosen by cost and
+// with each layout forced (a forced layout declines the shapes whose copy
+// would not fit in L2).
+std::vector<std::pair<int, DirectLayout>> runs() {
+  std::vector<std::pair<int, DirectLayout>> r;
+  for (int threads : {1, 2})
+    for (DirectLayout l : {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies})
+      r.push_back({threads, l});
+  return r;
+}
+
+// A layout must have run for at least `minimum` shapes of the sweep.
+void expect_layout_ran(DirectLayout layout, int64_t ran, int64_t minimum, bool has_kernel) {
+  if (has_kernel)
+    EXPECT_GE(ran, minimum) << layout_name(layout) << " ran for too few shapes to be tested: " << ran;
+  else
+    EXPECT_EQ(ran, 0);
+}
+
 }  // namespace
 
 TEST(ConvDirect, KernelOfTheLevelInUse) {
@@ -139,11 +172,12 @@ TEST(ConvDirect, KernelOfTheLevelInUse) {
 TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
   uint32_t seed = 1;
-  for (int threads : {1, 2}) {
+  for (auto [threads, layout] : runs()) {
     ThreadPool pool(threads);
     ThreadPool::Scope scope(&pool);
+    int64_t ran_count = 0;
     for (const Shape& s : sweep()) {
-      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads", threads));
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
       const ConvGeometry g = geometry(s);
       const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
       const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
@@ -157,26 +191,31 @@ TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
         for (size_t i = 0; i < want.size(); ++i) want[i] += b[(i / g.out_pixels()) % s.out];
       Fenced out(static_cast<int64_t>(want.size()));
       const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
-                                                  out.data());
-      ASSERT_EQ(ran, has_kernel);
+                                                  out.data(), layout);
+      if (layout == DirectLayout::Cheapest) {
+        ASSERT_EQ(ran, has_kernel);
+      }
       if (!ran) {
         EXPECT_TRUE(out.untouched());
         continue;
       }
+      ++ran_count;
       out.expect_guards_intact();
       out.expect_near(want);
     }
+    expect_layout_ran(layout, ran_count, 50, has_kernel);
   }
 }
 
 TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
   uint32_t seed = 500;
-  for (int threads : {1, 2}) {
+  for (auto [threads, layout] : runs()) {
     ThreadPool pool(threads);
     ThreadPool::Scope scope(&pool);
+    int64_t ran_count = 0;
     for (const Shape& s : sweep()) {
-      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads", threads));
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
       const ConvGeometry g = geometry(s);
       const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
       const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
@@ -186,16 +225,24 @@ TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
         want[xi] += static_cast<double>(grad[oi]) * w[wi];
       });
       Fenced dx(static_cast<int64_t>(want.size()));
-      const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data());
+      const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
       // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
-      ASSERT_EQ(ran, has_kernel && s.pad < s.kh && s.pad < s.kw);
+      const bool uncropped = s.pad < s.kh && s.pad < s.kw;
+      if (layout == DirectLayout::Cheapest) {
+        ASSERT_EQ(ran, has_kernel && uncropped);
+      }
+      if (!uncropped) {
+        ASSERT_FALSE(ran);
+      }
       if (!ran) {
         EXPECT_TRUE(dx.untouched());
         continue;
       }
+      ++ran_count;
       dx.expect_guards_intact();
       dx.expect_near(want);
     }
+    expect_layout_ran(layout, ran_count, 30, has_kernel);
   }
 }
 

@@ -1,6 +1,7 @@
 // The AVX-512 level's direct convolution (conv_direct.h): 16 output pixels
-// per vector, masked row tails. The register blocks keep up to 24
-// accumulators of the 32 registers; the broadcast weights fold into the FMAs.
+// per vector, masked row tails. The register blocks keep 16 to 24
+// accumulators of the 32 registers (one FMA per cycle of 4 cycles' latency
+// needs at least 4); the broadcast weights fold into the FMAs.
 #include <immintrin.h>
 
 #include "engine/kernels/x86/conv_direct_kernel.h"
@@ -24,9 +25,9 @@ struct ConvVec512 {
   static void storeu_n(float* p, V v, int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
 };
 
-using Level = DirectConvLevel<ConvVec512, DirectConvBlock{1, 16}, DirectConvBlock{2, 12},
-                              DirectConvBlock{3, 8}, DirectConvBlock{4, 6}, DirectConvBlock{5, 4},
-                              DirectConvBlock{6, 4}>;
+using Level = DirectConvLevel<ConvVec512, DirectConvBlock{1, 16}, DirectConvBlock{2, 8},
+                              DirectConvBlock{2, 12}, DirectConvBlock{3, 8}, DirectConvBlock{4, 4},
+                              DirectConvBlock{4, 6}, DirectConvBlock{5, 4}, DirectConvBlock{6, 4}>;
 
 }  // namespace
 

@@ -31,12 +31,25 @@ struct DirectConv {
     if (k < n) Vec::storeu_n(dst + k, Vec::add(Vec::loadu_n(src + k, n - k), b), n - k);
   }
 
-  // Output pixels [q0, q0 + PV lanes) (in the pitch's numbering) of a block
-  // of OB output channels, with w the block's packed weight, stored at
-  // staged + q0 in OB planes staged_plane floats apart.
+  // `rows` rows of `len` floats from src (rows src_pitch apart) to dst (rows
+  // dst_pitch apart): the rows of small images are a few floats, too short
+  // for a call to memcpy each.
+  static void copy_rows(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch,
+                        int64_t rows, int64_t len) {
+    for (int64_t r = 0; r < rows; ++r, src += src_pitch, dst += dst_pitch) {
+      int64_t k = 0;
+      for (; k + kLanes <= len; k += kLanes) Vec::storeu(dst + k, Vec::loadu(src + k));
+      if (k < len) Vec::storeu_n(dst + k, Vec::loadu_n(src + k, len - k), len - k);
+    }
+  }
+
+  // Output pixels [q0, q0 + PV lanes) (in the pitch's numbering) of output
+  // channels [oc0, oc0 + OB), with w the block's packed weight: stored to
+  // the output, or staged at staged + q0 in OB planes staged_plane floats
+  // apart where the numbering has the pitch's extra columns.
   template <int PV, int OB>
-  static void block(const DirectConvImage& a, const float* w, int64_t q0, float* staged,
-                    int64_t staged_plane) {
+  static void block(const DirectConvImage& a, const float* w, int64_t q0, int64_t oc0,
+                    float* staged, int64_t staged_plane) {
     V acc[OB][PV];
 #pragma GCC unroll 32
     for (int o = 0; o < OB; ++o)
@@ -44,16 +57,16 @@ struct DirectConv {
       for (int v = 0; v < PV; ++v) acc[o][v] = Vec::zero();
     const int64_t kw = a.kernel_w, row_taps = kw * OB;
     for (int64_t c = 0; c < a.in_channels; ++c) {
-      const float* xc = a.input + c * a.plane + q0;
+      const float* xc = a.input + c * a.channel_step + q0;
       const float* wc = w + c * a.kernel_h * row_taps;
       for (int64_t i = 0; i < a.kernel_h; ++i) {
-        const float* xr = xc + i * a.pitch;
+        const float* xr = xc + i * a.row_step;
         const float* wr = wc + i * row_taps;
-        for (int64_t j = 0; j < kw; ++j) {
+        for (int64_t j = 0; j < kw; ++j, xr += a.column_step) {
           V in[PV];
 #pragma GCC unroll 8
           for (int v = 0; v < PV; ++v) {
-            in[v] = Vec::loadu(xr + j + v * kLanes);
+            in[v] = Vec::loadu(xr + v * kLanes);
             // Held in a register: folded into each FMA instead, the unaligned
             // load (split across cache lines) would run once per channel.
             asm("" : "+v"(in[v]));
@@ -68,25 +81,45 @@ struct DirectConv {
         }
       }
     }
+    if (a.pitch == a.out_w) {  // numbered as stored: straight to the output
+      const int64_t plane = a.out_h * a.out_w;
+      for (int o = 0; o < OB && oc0 + o < a.out_channels; ++o) {
+        const V b = Vec::set1(a.bias ? a.bias[oc0 + o] : 0.0f);
+        float* dst = a.out + (oc0 + o) * plane + q0;
+#pragma GCC unroll 8
+        for (int v = 0; v < PV; ++v) {
+          const int64_t n = plane - q0 - v * kLanes;
+          if (n >= kLanes)
+            Vec::storeu(dst + v * kLanes, Vec::add(acc[o][v], b));
+          else if (n > 0)
+            Vec::storeu_n(dst + v * kLanes, Vec::add(acc[o][v], b), n);
+        }
+      }
+      return;
+    }
 #pragma GCC unroll 32
     for (int o = 0; o < OB; ++o)
 #pragma GCC unroll 8
       for (int v = 0; v < PV; ++v) Vec::storeu(staged + o * staged_plane + v * kLanes, acc[o][v]);
   }
 
-  // Every block of the image is staged in the pitch's numbering first, then
-  // copied to the output rows with the bias: read right after its stores,
-  // the unaligned row parts would wait for them to reach the cache.
+  // In the padded planes' numbering, every block of the image is staged
+  // first, then copied to the output rows with the bias: read right after
+  // its stores, the unaligned row parts would wait for them to reach the
+  // cache.
   template <int PV, int OB>
   static void image(const DirectConvImage& a) {
     constexpr int64_t chunk = PV * kLanes;
     const int64_t pixels = a.out_h * a.pitch, staged_plane = (pixels + chunk - 1) / chunk * chunk;
     const int64_t block_weight = a.in_channels * a.kernel_h * a.kernel_w * OB;
+    const bool direct = a.pitch == a.out_w;
     for (int64_t blk = a.block_begin; blk < a.block_end; ++blk) {
-      float* staged = a.staged + (blk - a.block_begin) * OB * staged_plane;
+      float* staged = direct ? nullptr : a.staged + (blk - a.block_begin) * OB * staged_plane;
       for (int64_t q0 = 0; q0 < pixels; q0 += chunk)
-        block<PV, OB>(a, a.weight + blk * block_weight, q0, staged + q0, staged_plane);
+        block<PV, OB>(a, a.weight + blk * block_weight, q0, blk * OB,
+                      direct ? nullptr : staged + q0, staged_plane);
     }
+    if (direct) return;
     const int64_t oc_end = min64(a.block_end * OB, a.out_channels), plane = a.out_h * a.out_w;
     for (int64_t oc = a.block_begin * OB; oc < oc_end; ++oc) {
       const float* src = a.staged + (oc - a.block_begin * OB) * staged_plane;
@@ -114,6 +147,7 @@ struct DirectConvLevel {
     k.blocks = kBlocks;
     k.block_count = static_cast<int>(sizeof...(Bs));
     k.image = &image;
+    k.copy_rows = &DirectConv<Vec>::copy_rows;
     return k;
   }
 };
