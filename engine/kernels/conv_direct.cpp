@@ -85,7 +85,8 @@ DirectPlan plan_for(const ConvDirectKernels& k, const DirectProblem& p) {
     const double fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
                                             ceil_div(p.out_channels, b.channels) * b.channels *
                                             p.in_channels * p.taps());
-    const double loads_per_fma = static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
+    const double loads_per_fma =
+        static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
     const double cycles = fmas * (1.0 + 0.1 * loads_per_fma);
     if (i == 0 || cycles < plan.cycles) {
       plan.block = i;
@@ -187,7 +188,8 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
   const int64_t per_split = ceil_div(blocks, splits);
   const int64_t slack = b.vectors * k.lanes + p.kernel_w;
   const int64_t padded = p.image_floats() + slack;
-  const int64_t task_flops = 2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
+  const int64_t task_flops =
+      2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
   const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
   parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
     float* padded_input = scratch(0, padded);

@@ -84,8 +84,8 @@ struct ConvDirectKernels {
   // Runs image `a` with blocks[block].
   void (*image)(const DirectConvImage& a, int block) = nullptr;
   // Copies `rows` rows of `len` floats, src and dst rows `*_pitch` apart.
-  void (*copy_rows)(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch, int64_t rows,
-                    int64_t len) = nullptr;
+  void (*copy_rows)(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch,
+                    int64_t rows, int64_t len) = nullptr;
 };
 
 // The table of the level in use, or null where it has no direct kernel.

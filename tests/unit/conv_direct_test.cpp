@@ -32,8 +32,8 @@ struct Shape {
 };
 
 std::string shape_str(const Shape& s) {
-  return fmt::format("x [{}, {}, {}, {}] w [{}, {}, {}, {}] pad {}{}", s.batch, s.in, s.h, s.w, s.out,
-                     s.in, s.kh, s.kw, s.pad, s.bias ? " bias" : "");
+  return fmt::format("x [{}, {}, {}, {}] w [{}, {}, {}, {}] pad {}{}", s.batch, s.in, s.h, s.w,
+                     s.out, s.in, s.kh, s.kw, s.pad, s.bias ? " bias" : "");
 }
 
 ConvGeometry geometry(const Shape& s) {
@@ -77,12 +77,23 @@ struct Fenced {
   explicit Fenced(int64_t n) : buf(static_cast<size_t>(n + 2 * kGuard), kSentinel) {}
   float* data() { return buf.data() + kGuard; }
   int64_t size() const { return static_cast<int64_t>(buf.size()) - 2 * kGuard; }
+  // What a kernel that `ran` must have left: `want` inside, the guards
+  // intact; or everything untouched when it declined.
+  void expect_written(bool ran, const std::vector<double>& want) const {
+    if (!ran) {
+      EXPECT_TRUE(untouched());
+      return;
+    }
+    expect_guards_intact();
+    expect_near(want);
+  }
   bool untouched() const {
     return std::all_of(buf.begin(), buf.end(), [](float v) { return v == kSentinel; });
   }
   void expect_guards_intact() const {
     for (int64_t k = 0; k < kGuard; ++k) {
-      EXPECT_EQ(buf[static_cast<size_t>(k)], kSentinel) << "written " << kGuard - k << " floats before the output";
+      EXPECT_EQ(buf[static_cast<size_t>(k)], kSentinel)
+          << "written " << kGuard - k << " floats before the output";
       EXPECT_EQ(buf[buf.size() - 1 - static_cast<size_t>(k)], kSentinel)
           << "written " << kGuard - k << " floats past the output";
     }
@@ -104,7 +115,8 @@ struct Fenced {
 // output, channel counts cycling through 1, 3, 16, 32 and 33 (in and out
 // differing), bias and batch (1, 3, 20) alternating.
 std::vector<Shape> sweep() {
-  const std::vector<std::pair<int64_t, int64_t>> sides = {{1, 1}, {5, 7}, {8, 8}, {17, 9}, {32, 32}};
+  const std::vector<std::pair<int64_t, int64_t>> sides = {
+      {1, 1}, {5, 7}, {8, 8}, {17, 9}, {32, 32}};
   const std::vector<std::pair<int64_t, int64_t>> kernels = {{1, 1}, {3, 3}, {5, 5}, {3, 1}};
   const std::vector<int64_t> channels = {1, 3, 16, 32, 33};
   const std::vector<int64_t> batches = {1, 3, 20};
@@ -143,17 +155,45 @@ std::string layout_name(DirectLayout l) {
 std::vector<std::pair<int, DirectLayout>> runs() {
   std::vector<std::pair<int, DirectLayout>> r;
   for (int threads : {1, 2})
-    for (DirectLayout l : {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies})
+    for (DirectLayout l :
+         {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies})
       r.push_back({threads, l});
   return r;
 }
 
-// A layout must have run for at least `minimum` shapes of the sweep.
-void expect_layout_ran(DirectLayout layout, int64_t ran, int64_t minimum, bool has_kernel) {
-  if (has_kernel)
-    EXPECT_GE(ran, minimum) << layout_name(layout) << " ran for too few shapes to be tested: " << ran;
-  else
-    EXPECT_EQ(ran, 0);
+// Calls one(shape, geometry, layout, seed) for every shape of the sweep in
+// every run; `one` returns whether the direct kernel ran, which each layout
+// must have done for at least `minimum` shapes (none at the generic level).
+template <typename One>
+void for_each_run(int64_t minimum, One one) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  uint32_t seed = 1;
+  for (auto [threads, layout] : runs()) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    int64_t ran = 0;
+    for (const Shape& s : sweep()) {
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
+      ran += one(s, geometry(s), layout, seed) ? 1 : 0;
+      seed += 3;
+    }
+    if (has_kernel)
+      EXPECT_GE(ran, minimum) << layout_name(layout) << " ran for too few shapes: " << ran;
+    else
+      EXPECT_EQ(ran, 0);
+  }
+}
+
+// conv2d of x with w (+ bias when not null), summed in double.
+std::vector<double> forward_sums(const ConvGeometry& g, const std::vector<float>& x,
+                                 const std::vector<float>& w, const float* bias) {
+  std::vector<double> out(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
+  for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+    out[oi] += static_cast<double>(x[xi]) * w[wi];
+  });
+  if (bias)
+    for (size_t i = 0; i < out.size(); ++i) out[i] += bias[(i / g.out_pixels()) % g.out_channels];
+  return out;
 }
 
 }  // namespace
@@ -171,97 +211,63 @@ TEST(ConvDirect, KernelOfTheLevelInUse) {
 
 TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  uint32_t seed = 1;
-  for (auto [threads, layout] : runs()) {
-    ThreadPool pool(threads);
-    ThreadPool::Scope scope(&pool);
-    int64_t ran_count = 0;
-    for (const Shape& s : sweep()) {
-      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
-      const ConvGeometry g = geometry(s);
-      const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
-      const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
-      const std::vector<float> b = random_floats(s.out, seed + 2);
-      seed += 3;
-      std::vector<double> want(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
-      for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
-        want[oi] += static_cast<double>(x[xi]) * w[wi];
-      });
-      if (s.bias)
-        for (size_t i = 0; i < want.size(); ++i) want[i] += b[(i / g.out_pixels()) % s.out];
-      Fenced out(static_cast<int64_t>(want.size()));
-      const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
-                                                  out.data(), layout);
-      if (layout == DirectLayout::Cheapest) {
-        ASSERT_EQ(ran, has_kernel);
-      }
-      if (!ran) {
-        EXPECT_TRUE(out.untouched());
-        continue;
-      }
-      ++ran_count;
-      out.expect_guards_intact();
-      out.expect_near(want);
+  for_each_run(50, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+    const std::vector<float> b = random_floats(s.out, seed + 2);
+    const std::vector<double> want = forward_sums(g, x, w, s.bias ? b.data() : nullptr);
+    Fenced out(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
+                                                out.data(), layout);
+    if (layout == DirectLayout::Cheapest) {
+      EXPECT_EQ(ran, has_kernel);
     }
-    expect_layout_ran(layout, ran_count, 50, has_kernel);
-  }
+    out.expect_written(ran, want);
+    return ran;
+  });
 }
 
 TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  uint32_t seed = 500;
-  for (auto [threads, layout] : runs()) {
-    ThreadPool pool(threads);
-    ThreadPool::Scope scope(&pool);
-    int64_t ran_count = 0;
-    for (const Shape& s : sweep()) {
-      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
-      const ConvGeometry g = geometry(s);
-      const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
-      const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
-      seed += 2;
-      std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
-      for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
-        want[xi] += static_cast<double>(grad[oi]) * w[wi];
-      });
-      Fenced dx(static_cast<int64_t>(want.size()));
-      const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
-      // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
-      const bool uncropped = s.pad < s.kh && s.pad < s.kw;
-      if (layout == DirectLayout::Cheapest) {
-        ASSERT_EQ(ran, has_kernel && uncropped);
-      }
-      if (!uncropped) {
-        ASSERT_FALSE(ran);
-      }
-      if (!ran) {
-        EXPECT_TRUE(dx.untouched());
-        continue;
-      }
-      ++ran_count;
-      dx.expect_guards_intact();
-      dx.expect_near(want);
+  for_each_run(30, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+    std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
+    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+      want[xi] += static_cast<double>(grad[oi]) * w[wi];
+    });
+    Fenced dx(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
+    // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
+    const bool uncropped = s.pad < s.kh && s.pad < s.kw;
+    if (layout == DirectLayout::Cheapest) {
+      EXPECT_EQ(ran, has_kernel && uncropped);
     }
-    expect_layout_ran(layout, ran_count, 30, has_kernel);
-  }
+    if (!uncropped) {
+      EXPECT_FALSE(ran);
+    }
+    dx.expect_written(ran, want);
+    return ran;
+  });
 }
 
 TEST(ConvDirect, OutputsLargerThanTheStagingBudgetAreSplitByChannels) {
   // 64 output channels of a 32 x 32 image: more staged output than one
-  // task holds, so the image's channel blocks go to several tasks.
-  const Shape s{2, 8, 64, 32, 32, 3, 3, 1, true};
+  // task holds, so the image's channel blocks go to several tasks even on
+  // one thread with more images than tasks wanted.
+  ThreadPool pool(1);
+  ThreadPool::Scope scope(&pool);
+  const Shape s{8, 8, 64, 32, 32, 3, 3, 1, true};
   const ConvGeometry g = geometry(s);
   const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), 7);
   const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, 8);
   const std::vector<float> b = random_floats(s.out, 9);
-  std::vector<double> want(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
-  for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) { want[oi] += static_cast<double>(x[xi]) * w[wi]; });
-  for (size_t i = 0; i < want.size(); ++i) want[i] += b[(i / g.out_pixels()) % s.out];
+  const std::vector<double> want = forward_sums(g, x, w, b.data());
   Fenced out(static_cast<int64_t>(want.size()));
-  if (!ops::conv2d_direct_forward(g, x.data(), w.data(), b.data(), out.data()))
+  if (!ops::conv2d_direct_forward(g, x.data(), w.data(), b.data(), out.data(),
+                                  DirectLayout::PaddedPlanes))
     GTEST_SKIP() << "no direct kernel at " << isa_name(active_isa());
-  out.expect_guards_intact();
-  out.expect_near(want);
+  out.expect_written(true, want);
 }
 
 TEST(ConvDirect, OtherGeometriesAreLeftToIm2col) {
@@ -277,7 +283,8 @@ TEST(ConvDirect, OtherGeometriesAreLeftToIm2col) {
   for (auto& [what, g] : cases) {
     SCOPED_TRACE(what);
     const std::vector<float> x(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 1.0f);
-    const std::vector<float> w(static_cast<size_t>(g.out_channels * g.in_per_group() * g.kernel_h * g.kernel_w), 1.0f);
+    const std::vector<float> w(
+        static_cast<size_t>(g.out_channels * g.in_per_group() * g.kernel_h * g.kernel_w), 1.0f);
     Fenced out(g.batch * g.out_channels * g.out_pixels());
     EXPECT_FALSE(ops::conv2d_direct_forward(g, x.data(), w.data(), nullptr, out.data()));
     EXPECT_TRUE(out.untouched());
