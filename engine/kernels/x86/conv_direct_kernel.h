@@ -140,15 +140,11 @@ struct DirectConvLevel {
     ((i++ == block ? DirectConv<Vec>::template image<Bs.vectors, Bs.channels>(a) : void()), ...);
   }
 
+  // Aggregate-initialized: no constructor of the shared struct is emitted
+  // with this level's instructions.
   static ConvDirectKernels table(IsaLevel level) {
-    ConvDirectKernels k;
-    k.level = level;
-    k.lanes = Vec::kLanes;
-    k.blocks = kBlocks;
-    k.block_count = static_cast<int>(sizeof...(Bs));
-    k.image = &image;
-    k.copy_rows = &DirectConv<Vec>::copy_rows;
-    return k;
+    return ConvDirectKernels{level, Vec::kLanes, kBlocks, static_cast<int>(sizeof...(Bs)), &image,
+                             &DirectConv<Vec>::copy_rows};
   }
 };
 
