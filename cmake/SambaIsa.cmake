@@ -58,15 +58,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
     endif()
   endif()
 
+  # Every x86/*_<level>.cpp file is a kernel file of that level.
   set(_dir ${CMAKE_SOURCE_DIR}/engine/kernels/x86)
-  list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx2.cpp ${_dir}/conv_direct_avx2.cpp)
-  set_source_files_properties(${_dir}/sgemm_avx2.cpp ${_dir}/conv_direct_avx2.cpp PROPERTIES
-                              COMPILE_OPTIONS "${SAMBA_AVX2_FLAGS}")
+  file(GLOB _avx2_files CONFIGURE_DEPENDS ${_dir}/*_avx2.cpp)
+  file(GLOB _avx512_files CONFIGURE_DEPENDS ${_dir}/*_avx512.cpp)
+  list(APPEND SAMBA_ISA_SOURCES ${_avx2_files})
+  set_source_files_properties(${_avx2_files} PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX2_FLAGS}")
   list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX2_BUILT)
   if(_avx512_ok)
-    list(APPEND SAMBA_ISA_SOURCES ${_dir}/sgemm_avx512.cpp ${_dir}/conv_direct_avx512.cpp)
-    set_source_files_properties(${_dir}/sgemm_avx512.cpp ${_dir}/conv_direct_avx512.cpp PROPERTIES
-                                COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
+    list(APPEND SAMBA_ISA_SOURCES ${_avx512_files})
+    set_source_files_properties(${_avx512_files} PROPERTIES COMPILE_OPTIONS "${SAMBA_AVX512_FLAGS}")
     list(APPEND SAMBA_ISA_DEFINITIONS SAMBA_ISA_AVX512_BUILT)
   endif()
 endif()
