@@ -186,7 +186,7 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
   const int64_t fit = ceil_div(blocks * staged_block, kMaxStagedFloats);
   const int64_t splits = std::clamp<int64_t>(std::max(ceil_div(want, p.batch), fit), 1, blocks);
   const int64_t per_split = ceil_div(blocks, splits);
-  const int64_t slack = b.vectors * k.lanes + p.kernel_w;
+  const int64_t slack = chunk + p.kernel_w;
   const int64_t padded = p.image_floats() + slack;
   const int64_t task_flops =
       2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
@@ -205,7 +205,6 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
       a.input = padded_input;
       a.in_channels = p.in_channels;
       a.channel_step = p.channel_step();
-      a.row_step = p.pitch();
       a.column_step = p.column_step();
       a.pitch = p.pitch();
       a.kernel_h = p.kernel_h;
@@ -253,7 +252,8 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
   if (!k || !unit_stride(g)) return false;
   // The input gradient is the convolution of the output gradient, padded by
   // kernel - 1 - padding, with the weight flipped and its channels swapped;
-  // a padding wider than the kernel crops instead, which the kernel does not do.
+  // a padding as wide as the kernel makes it a cropping, which the kernel does
+  // not do.
   const int64_t pad_h = g.kernel_h - 1 - g.p.padding.h, pad_w = g.kernel_w - 1 - g.p.padding.w;
   if (pad_h < 0 || pad_w < 0) return false;
   DirectProblem p{g.batch,    g.out_channels, g.out_h,       g.out_w, pad_h, pad_w,

@@ -54,13 +54,12 @@ struct DirectConvBlock {
 // One image's direct convolution, for the output channel blocks
 // [block_begin, block_end). Output pixel (oh, ow) is numbered q = oh * pitch
 // + ow, and its tap (i, j) on input channel c is input[c * channel_step + i *
-// row_step + j * column_step + q]; at least block.vectors * lanes +
-// kernel_w floats past the last channel are readable.
+// pitch + j * column_step + q]; at least block.vectors * lanes + kernel_w
+// floats past the last channel are readable.
 struct DirectConvImage {
   const float* input;
-  int64_t in_channels, channel_step, row_step, column_step;
+  int64_t in_channels, channel_step, column_step, pitch;
   int64_t kernel_h, kernel_w;
-  int64_t pitch;
   // Blocks of block.channels output channels, each (in_channels, kernel_h,
   // kernel_w, block.channels); channels past out_channels hold zeros.
   const float* weight;

@@ -60,7 +60,7 @@ struct DirectConv {
       const float* xc = a.input + c * a.channel_step + q0;
       const float* wc = w + c * a.kernel_h * row_taps;
       for (int64_t i = 0; i < a.kernel_h; ++i) {
-        const float* xr = xc + i * a.row_step;
+        const float* xr = xc + i * a.pitch;
         const float* wr = wc + i * row_taps;
         for (int64_t j = 0; j < kw; ++j, xr += a.column_step) {
           V in[PV];
