@@ -38,6 +38,8 @@ constexpr int64_t kTaskFlops = int64_t{1} << 18;
 constexpr int64_t kMaxPaddedFloats = int64_t{1} << 16;
 // So do the staged output blocks of a task.
 constexpr int64_t kMaxStagedFloats = int64_t{1} << 16;
+// The images of a weight-gradient run, copied, with their gradients.
+constexpr int64_t kMaxRunFloats = int64_t{1} << 16;
 // Beyond this many multiply-adds per output pixel the packed GEMM's longer
 // inner products win over the direct kernel's short tap loops.
 constexpr int64_t kMaxReduction = 1152;
@@ -243,6 +245,62 @@ bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* w
         return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
       });
   run_direct(*k, *plan, packed.data(), x, bias, out);
+  return true;
+}
+
+bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const float* x,
+                               float* grad_weight) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
+                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+  p.column_copies = true;  // every weight row is then one contiguous run of output pixels
+  if (!suits_direct(p)) return false;
+  const int64_t rows = p.in_channels * p.taps(), pixels = p.out_h * p.out_w;
+  std::vector<int64_t> row_offsets;
+  for (int64_t c = 0; c < p.in_channels; ++c)
+    for (int64_t i = 0; i < p.kernel_h; ++i)
+      for (int64_t j = 0; j < p.kernel_w; ++j)
+        row_offsets.push_back(c * p.channel_step() + i * p.pitch() + j * p.column_step());
+  // Images go through in runs whose copies and gradients stay in L2; parts
+  // of the batch accumulate into their own sums, added in a fixed order so
+  // results do not depend on scheduling.
+  const int64_t image_floats = p.image_floats(), grad_floats = p.out_channels * pixels;
+  const int64_t run = std::clamp<int64_t>(kMaxRunFloats / (image_floats + grad_floats), 1, 64);
+  const int64_t weight_floats = p.out_channels * rows;
+  const int64_t flops = 2 * weight_floats * pixels * p.batch;
+  const int64_t parts = std::clamp<int64_t>(std::min(flops / kTaskFlops, p.batch), 1,
+                                            2 * static_cast<int64_t>(current_pool().threads()));
+  std::vector<float> partial(static_cast<size_t>((parts - 1) * weight_floats), 0.0f);
+  std::fill_n(grad_weight, weight_floats, 0.0f);
+  parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t part = b; part < e; ++part) {
+      float* dw = part == 0 ? grad_weight : partial.data() + (part - 1) * weight_floats;
+      const int64_t n_begin = p.batch * part / parts, n_end = p.batch * (part + 1) / parts;
+      float* copies = scratch(0, run * image_floats);
+      for (int64_t n0 = n_begin; n0 < n_end; n0 += run) {
+        const int64_t images = std::min(run, n_end - n0);
+        for (int64_t n = 0; n < images; ++n)
+          copy_image(*k, p, x + (n0 + n) * p.in_channels * p.in_h * p.in_w,
+                     copies + n * image_floats, 0);
+        detail::DirectWeightGradRun a{};
+        a.input = copies;
+        a.images = images;
+        a.image_step = image_floats;
+        a.row_offsets = row_offsets.data();
+        a.rows = rows;
+        a.grad = grad + n0 * grad_floats;
+        a.out_channels = p.out_channels;
+        a.pixels = pixels;
+        a.dw = dw;
+        k->weight_grad(a);
+      }
+    }
+  });
+  for (int64_t part = 1; part < parts; ++part) {
+    const float* src = partial.data() + (part - 1) * weight_floats;
+    for (int64_t i = 0; i < weight_floats; ++i) grad_weight[i] += src[i];
+  }
   return true;
 }
 

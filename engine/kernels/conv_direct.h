@@ -39,6 +39,12 @@ bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* w
 // grad_input = the adjoint of conv2d in x applied to grad, as the direct
 // convolution of grad with the flipped, transposed weight (stride 1 only);
 // false (nothing written) when the direct kernel does not apply.
+// grad_weight = the adjoint of conv2d in the weight applied to grad, for
+// input x, with the direct kernel's layout (overwrites); false (nothing
+// written) when it does not apply.
+bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const float* x,
+                               float* grad_weight);
+
 bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
                               float* grad_input, DirectLayout layout = DirectLayout::Cheapest);
 
@@ -74,6 +80,21 @@ struct DirectConvImage {
   float* staged;
 };
 
+// The weight gradient over a run of images copied in the column-copies
+// layout: dw[o][r] += the sum over the images and their output pixels q of
+// grad[o][q] * input[row_offsets[r] + q], r = (c, i, j) a weight element of
+// input channel c and tap (i, j). Output pixels go in the vector lanes, the
+// lanes summed once per run.
+struct DirectWeightGradRun {
+  const float* input;  // `images` copies, image_step floats apart
+  int64_t images, image_step;
+  const int64_t* row_offsets;  // `rows` offsets in a copy
+  int64_t rows;
+  const float* grad;  // (images, out_channels, pixels)
+  int64_t out_channels, pixels;
+  float* dw;  // (out_channels, rows)
+};
+
 struct ConvDirectKernels {
   IsaLevel level = IsaLevel::Generic;
   int64_t lanes = 0;  // output pixels per vector
@@ -85,6 +106,7 @@ struct ConvDirectKernels {
   // Copies `rows` rows of `len` floats, src and dst rows `*_pitch` apart.
   void (*copy_rows)(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch,
                     int64_t rows, int64_t len) = nullptr;
+  void (*weight_grad)(const DirectWeightGradRun& a) = nullptr;
 };
 
 // The table of the level in use, or null where it has no direct kernel.

@@ -460,6 +460,10 @@ void conv2d_weight_grad(const ConvGeometry& g, const Tensor& grad, const Tensor&
                     if (is_depthwise(g))
                       return depthwise_weight_grad<T>(g, in[0].data<T>(), in[1].data<T>(),
                                                       o.data<T>());
+                    if constexpr (std::is_same_v<T, float>)
+                      if (conv2d_direct_weight_grad(g, in[0].data<T>(), in[1].data<T>(),
+                                                    o.data<T>()))
+                        return;
                     weight_grad_impl<T>(g, in[0].data<T>(), in[1].data<T>(), o.data<T>());
                   });
 }

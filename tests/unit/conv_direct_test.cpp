@@ -1,6 +1,6 @@
 // The direct convolution kernel (engine/kernels/conv_direct.h) at the ISA
-// level in use (the test runs once per level the machine has): forward and
-// input gradient against loops written here in double, over channel counts
+// level in use (the test runs once per level the machine has): forward,
+// input gradient and weight gradient against loops written here in double, over channel counts
 // around the register blocks, images smaller and larger than one vector row,
 // every padding the kernel sees, and output buffers fenced by guard values
 // that must survive the masked row tails. At the generic level there is no
@@ -247,6 +247,27 @@ TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
       EXPECT_FALSE(ran);
     }
     dx.expect_written(ran, want);
+    return ran;
+  });
+}
+
+TEST(ConvDirect, WeightGradMatchesTheAdjoint) {
+  // Only the column-copies layout serves the weight gradient: the layout
+  // argument of the sweep does not apply, so each run repeats the shapes.
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  for_each_run(40, [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
+    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed + 1);
+    std::vector<double> want(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 0.0);
+    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+      want[wi] += static_cast<double>(grad[oi]) * x[xi];
+    });
+    Fenced dw(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_weight_grad(g, grad.data(), x.data(), dw.data());
+    if (!has_kernel) {
+      EXPECT_FALSE(ran);
+    }
+    dw.expect_written(ran, want);
     return ran;
   });
 }

@@ -28,9 +28,15 @@ struct ConvVec256 {
   }
   static V loadu_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first(n)); }
   static void storeu_n(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(_mm_hadd_ps(s, s));
+  }
 };
 
-using Level = DirectConvLevel<ConvVec256, DirectConvBlock{1, 12}, DirectConvBlock{2, 4},
+// The weight gradient: 2 x 6 accumulators, 2 gradient vectors and 1 input.
+using Level = DirectConvLevel<ConvVec256, 2, 6, DirectConvBlock{1, 12}, DirectConvBlock{2, 4},
                               DirectConvBlock{2, 6}, DirectConvBlock{3, 4}>;
 
 }  // namespace

@@ -23,9 +23,11 @@ struct ConvVec512 {
   static __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static V loadu_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
   static void storeu_n(float* p, V v, int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
+  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
 };
 
-using Level = DirectConvLevel<ConvVec512, DirectConvBlock{1, 16}, DirectConvBlock{2, 8},
+// The weight gradient: 4 x 6 accumulators, 4 gradient vectors and 1 input.
+using Level = DirectConvLevel<ConvVec512, 4, 6, DirectConvBlock{1, 16}, DirectConvBlock{2, 8},
                               DirectConvBlock{2, 12}, DirectConvBlock{3, 8}, DirectConvBlock{4, 4},
                               DirectConvBlock{4, 6}, DirectConvBlock{5, 4}, DirectConvBlock{6, 4}>;
 

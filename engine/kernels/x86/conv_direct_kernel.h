@@ -128,10 +128,60 @@ struct DirectConv {
         store_row(a.out + oc * plane + oh * a.out_w, src + oh * a.pitch, a.out_w, b);
     }
   }
+
+  // DirectWeightGradRun with an OB x RB block of (output channel, weight
+  // row) accumulators. Blocks at the edges repeat the last row and drop its
+  // sums, so every block runs the same registers.
+  template <int OB, int RB>
+  static void weight_grad(const DirectWeightGradRun& a) {
+    const int64_t full = a.pixels / kLanes * kLanes, tail = a.pixels - full;
+    for (int64_t o0 = 0; o0 < a.out_channels; o0 += OB) {
+      int64_t grad_row[OB];
+      for (int o = 0; o < OB; ++o) grad_row[o] = min64(o0 + o, a.out_channels - 1) * a.pixels;
+      for (int64_t r0 = 0; r0 < a.rows; r0 += RB) {
+        int64_t input_row[RB];
+        for (int r = 0; r < RB; ++r) input_row[r] = a.row_offsets[min64(r0 + r, a.rows - 1)];
+        V acc[OB][RB];
+#pragma GCC unroll 8
+        for (int o = 0; o < OB; ++o)
+#pragma GCC unroll 8
+          for (int r = 0; r < RB; ++r) acc[o][r] = Vec::zero();
+        auto step = [&](const float* g, const float* x, int64_t n) {
+          V gv[OB];
+#pragma GCC unroll 8
+          for (int o = 0; o < OB; ++o) {
+            gv[o] = n == kLanes ? Vec::loadu(g + grad_row[o]) : Vec::loadu_n(g + grad_row[o], n);
+            asm("" : "+v"(gv[o]));  // loaded once, not folded into each FMA
+          }
+#pragma GCC unroll 8
+          for (int r = 0; r < RB; ++r) {
+            V xv = n == kLanes ? Vec::loadu(x + input_row[r]) : Vec::loadu_n(x + input_row[r], n);
+            asm("" : "+v"(xv));
+#pragma GCC unroll 8
+            for (int o = 0; o < OB; ++o) acc[o][r] = Vec::fmadd(gv[o], xv, acc[o][r]);
+          }
+        };
+        // The masked tails in a loop of their own: between the full
+        // vectors of consecutive images they would push the accumulators
+        // out of the registers.
+        const int64_t grad_step = a.out_channels * a.pixels;
+        for (int64_t n = 0; n < a.images; ++n)
+          for (int64_t q = 0; q < full; q += kLanes)
+            step(a.grad + n * grad_step + q, a.input + n * a.image_step + q, kLanes);
+        if (tail)
+          for (int64_t n = 0; n < a.images; ++n)
+            step(a.grad + n * grad_step + full, a.input + n * a.image_step + full, tail);
+        for (int o = 0; o < OB && o0 + o < a.out_channels; ++o)
+          for (int r = 0; r < RB && r0 + r < a.rows; ++r)
+            a.dw[(o0 + o) * a.rows + r0 + r] += Vec::hsum(acc[o][r]);
+      }
+    }
+  }
 };
 
-// A level's table: the kernel instantiated for each register block Bs.
-template <class Vec, DirectConvBlock... Bs>
+// A level's table: the kernel instantiated for each register block Bs, the
+// weight gradient for a GradOB x GradRB block.
+template <class Vec, int GradOB, int GradRB, DirectConvBlock... Bs>
 struct DirectConvLevel {
   static constexpr DirectConvBlock kBlocks[] = {Bs...};
 
@@ -143,8 +193,13 @@ struct DirectConvLevel {
   // Aggregate-initialized: no constructor of the shared struct is emitted
   // with this level's instructions.
   static ConvDirectKernels table(IsaLevel level) {
-    return ConvDirectKernels{level, Vec::kLanes, kBlocks, static_cast<int>(sizeof...(Bs)), &image,
-                             &DirectConv<Vec>::copy_rows};
+    return ConvDirectKernels{level,
+                             Vec::kLanes,
+                             kBlocks,
+                             static_cast<int>(sizeof...(Bs)),
+                             &image,
+                             &DirectConv<Vec>::copy_rows,
+                             &DirectConv<Vec>::template weight_grad<GradOB, GradRB>};
   }
 };
 
