@@ -13,6 +13,9 @@
 // `vectors` vectors of output pixels by `channels` output channels
 // accumulates over the input channels and taps, weights broadcast from a
 // copy laid out for the block; the bias is added as the block is stored.
+// The input gradient is such a convolution (of the output gradient); the
+// weight gradient reads the column copies, where each weight element's
+// inputs are one contiguous run of output pixels.
 //
 // The kernels of engine/kernels/x86/conv_direct_*.cpp are compiled per ISA
 // level like the GEMM's (sgemm_kernels.h); the generic level has none and

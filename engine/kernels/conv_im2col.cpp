@@ -442,7 +442,8 @@ void conv2d_input_grad(const ConvGeometry& g, const Tensor& grad, const Tensor& 
                       return depthwise_input_grad<T>(g, in[0].data<T>(), in[1].data<T>(),
                                                      o.data<T>());
                     if constexpr (std::is_same_v<T, float>)
-                      if (conv2d_direct_input_grad(g, in[0].data<T>(), in[1].data<T>(), o.data<T>()))
+                      if (conv2d_direct_input_grad(g, in[0].data<T>(), in[1].data<T>(),
+                                                   o.data<T>()))
                         return;
                     input_grad_impl<T>(g, in[0].data<T>(), in[1].data<T>(), o.data<T>());
                   });
