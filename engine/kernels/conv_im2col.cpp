@@ -2,11 +2,13 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/conv_depthwise.h"
+#include "engine/kernels/conv_direct.h"
 #include "engine/kernels/conv_dtype.h"
 
 namespace samba::ops {
@@ -422,6 +424,10 @@ void conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& weight
                     if (is_depthwise(g))
                       return depthwise_forward<T>(g, in[0].data<T>(), in[1].data<T>(), bias_data,
                                                   o.data<T>());
+                    if constexpr (std::is_same_v<T, float>)
+                      if (conv2d_direct_forward(g, in[0].data<T>(), in[1].data<T>(), bias_data,
+                                                o.data<T>()))
+                        return;
                     forward_impl<T>(g, in[0].data<T>(), in[1].data<T>(), bias_data, o.data<T>());
                   });
 }
@@ -435,6 +441,10 @@ void conv2d_input_grad(const ConvGeometry& g, const Tensor& grad, const Tensor& 
                     if (is_depthwise(g))
                       return depthwise_input_grad<T>(g, in[0].data<T>(), in[1].data<T>(),
                                                      o.data<T>());
+                    if constexpr (std::is_same_v<T, float>)
+                      if (conv2d_direct_input_grad(g, in[0].data<T>(), in[1].data<T>(),
+                                                   o.data<T>()))
+                        return;
                     input_grad_impl<T>(g, in[0].data<T>(), in[1].data<T>(), o.data<T>());
                   });
 }
@@ -451,6 +461,10 @@ void conv2d_weight_grad(const ConvGeometry& g, const Tensor& grad, const Tensor&
                     if (is_depthwise(g))
                       return depthwise_weight_grad<T>(g, in[0].data<T>(), in[1].data<T>(),
                                                       o.data<T>());
+                    if constexpr (std::is_same_v<T, float>)
+                      if (conv2d_direct_weight_grad(g, in[0].data<T>(), in[1].data<T>(),
+                                                    o.data<T>()))
+                        return;
                     weight_grad_impl<T>(g, in[0].data<T>(), in[1].data<T>(), o.data<T>());
                   });
 }

@@ -1,8 +1,10 @@
 // The three products of a 2-D convolution, as im2col + GEMM (Eigen, one
-// thread per task; tasks spread with samba::parallel_for), or as direct loops
-// for depthwise convolutions (conv_depthwise.h). Tensors are
-// contiguous and shaped by the geometry; float32 and float64 are computed
-// natively, bfloat16/float16 through float32 copies.
+// thread per task; tasks spread with samba::parallel_for); as direct loops for
+// depthwise convolutions (conv_depthwise.h); and, for float32 at unit stride
+// where the ISA level has one, all three by the direct kernel
+// (conv_direct.h). Tensors are contiguous and shaped by the geometry;
+// float32 and float64 are computed natively, bfloat16/float16 through float32
+// copies.
 #pragma once
 
 #include "engine/kernels/conv_geometry.h"

@@ -1,0 +1,330 @@
+#include "engine/kernels/conv_direct.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "engine/core/parallel.h"
+
+namespace samba::ops {
+
+namespace detail {
+
+const ConvDirectKernels* conv_direct_kernels() {
+  static const ConvDirectKernels* const active = []() -> const ConvDirectKernels* {
+    [[maybe_unused]] const IsaLevel level = active_isa();
+#if defined(SAMBA_ISA_AVX512_BUILT)
+    if (level >= IsaLevel::Avx512) return &conv_direct_kernels_avx512();
+#endif
+#if defined(SAMBA_ISA_AVX2_BUILT)
+    if (level >= IsaLevel::Avx2) return &conv_direct_kernels_avx2();
+#endif
+    return nullptr;
+  }();
+  return active;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ConvDirectKernels;
+using detail::DirectConvBlock;
+using detail::DirectConvImage;
+
+// About 10 us of work on one core: the least worth a task.
+constexpr int64_t kTaskFlops = int64_t{1} << 18;
+// The padded image stays in L2 while every output channel block reads it.
+constexpr int64_t kMaxPaddedFloats = int64_t{1} << 16;
+// So do the staged output blocks of a task.
+constexpr int64_t kMaxStagedFloats = int64_t{1} << 16;
+// The images of a weight-gradient run, copied, with their gradients.
+constexpr int64_t kMaxRunFloats = int64_t{1} << 16;
+// Beyond this many multiply-adds per output pixel the packed GEMM's longer
+// inner products win over the direct kernel's short tap loops.
+constexpr int64_t kMaxReduction = 1152;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A direct convolution with unit stride: `batch` images of `in_channels`
+// planes padded by (pad_h, pad_w) into `out_channels` planes; the input
+// copied as padded planes or, with `column_copies`, as one copy of the
+// padded plane per kernel column cut to the output width (conv_direct.h).
+struct DirectProblem {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0;
+  int64_t kernel_h = 0, kernel_w = 0, out_channels = 0, out_h = 0, out_w = 0;
+  bool column_copies = false;
+
+  int64_t padded_h() const { return in_h + 2 * pad_h; }
+  // Floats between rows of the copy, and between output rows as numbered.
+  int64_t pitch() const { return column_copies ? out_w : in_w + 2 * pad_w; }
+  int64_t column_step() const { return column_copies ? padded_h() * out_w : 1; }
+  int64_t channel_step() const { return padded_h() * pitch() * (column_copies ? kernel_w : 1); }
+  int64_t image_floats() const { return in_channels * channel_step(); }
+  int64_t taps() const { return kernel_h * kernel_w; }
+};
+
+// A layout and register block, with its estimated cycles per image.
+struct DirectPlan {
+  DirectProblem p;
+  int block = 0;
+  double cycles = 0;
+};
+
+// Cycles to copy `rows` rows of `len` floats, `lanes` a vector.
+double row_cycles(int64_t rows, int64_t len, int64_t lanes) {
+  return static_cast<double>(rows * (1 + ceil_div(len, lanes)));
+}
+
+// The register block with the fewest vector FMAs for the image, padding of
+// the last pixel vectors and channel block included, and loads per FMA as
+// the tie-break; plus the copies in and out of the layout.
+DirectPlan plan_for(const ConvDirectKernels& k, const DirectProblem& p) {
+  DirectPlan plan{p, 0, 0};
+  const int64_t vectors = ceil_div(p.out_h * p.pitch(), k.lanes);
+  for (int i = 0; i < k.block_count; ++i) {
+    const DirectConvBlock b = k.blocks[i];
+    const double fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
+                                            ceil_div(p.out_channels, b.channels) * b.channels *
+                                            p.in_channels * p.taps());
+    const double loads_per_fma =
+        static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
+    const double cycles = fmas * (1.0 + 0.1 * loads_per_fma);
+    if (i == 0 || cycles < plan.cycles) {
+      plan.block = i;
+      plan.cycles = cycles;
+    }
+  }
+  plan.cycles += static_cast<double>(p.image_floats() / k.lanes);  // zeroing the copy
+  if (p.column_copies) {
+    plan.cycles += row_cycles(p.in_channels * p.kernel_w * p.padded_h(), p.out_w, k.lanes);
+  } else {
+    plan.cycles += row_cycles(p.in_channels * p.in_h, p.in_w, k.lanes);
+    plan.cycles += row_cycles(p.out_channels * p.out_h, p.out_w, k.lanes);  // staged rows
+  }
+  return plan;
+}
+
+bool suits_direct(const DirectProblem& p) {
+  return p.image_floats() <= kMaxPaddedFloats && p.in_channels * p.taps() <= kMaxReduction;
+}
+
+// The cheaper layout that suits the kernel, of those `layout` allows.
+std::optional<DirectPlan> choose_plan(const ConvDirectKernels& k, DirectProblem p,
+                                      DirectLayout layout) {
+  std::optional<DirectPlan> best;
+  for (bool copies : {false, true}) {
+    p.column_copies = copies;
+    if (!suits_direct(p) || (layout == DirectLayout::PaddedPlanes && copies) ||
+        (layout == DirectLayout::ColumnCopies && !copies))
+      continue;
+    const DirectPlan plan = plan_for(k, p);
+    if (!best || plan.cycles < best->cycles) best = plan;
+  }
+  return best;
+}
+
+// The weight in the kernel's layout: blocks of `block` output channels, each
+// (in_channels, kernel_h, kernel_w, block), zeros past out_channels.
+// weight_at(o, c, i, j) reads the convolution's weight.
+template <typename WeightAt>
+std::vector<float> pack_weight(const DirectProblem& p, int64_t block, WeightAt weight_at) {
+  const int64_t blocks = ceil_div(p.out_channels, block);
+  std::vector<float> packed(static_cast<size_t>(blocks * p.in_channels * p.taps() * block), 0.0f);
+  float* dst = packed.data();
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t c = 0; c < p.in_channels; ++c)
+      for (int64_t i = 0; i < p.kernel_h; ++i)
+        for (int64_t j = 0; j < p.kernel_w; ++j, dst += block)
+          for (int64_t o = 0; o < block && blk * block + o < p.out_channels; ++o)
+            dst[o] = weight_at(blk * block + o, c, i, j);
+  return packed;
+}
+
+// Per-thread buffers (0: the padded image, 1: the staged output), kept for
+// the thread's next image; a task never waits on other tasks, so a buffer
+// is never shared.
+float* scratch(int which, int64_t floats) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[which];
+  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
+  return b.data();
+}
+
+// dst = x in the problem's layout, then `slack` zeros the kernel may read
+// past the last channel.
+void copy_image(const ConvDirectKernels& k, const DirectProblem& p, const float* x, float* dst,
+                int64_t slack) {
+  std::fill_n(dst, p.image_floats() + slack, 0.0f);
+  const int64_t pitch = p.pitch();
+  for (int64_t c = 0; c < p.in_channels; ++c) {
+    const float* plane = x + c * p.in_h * p.in_w;
+    float* d = dst + c * p.channel_step() + p.pad_h * pitch;
+    if (!p.column_copies) {
+      k.copy_rows(plane, p.in_w, d + p.pad_w, pitch, p.in_h, p.in_w);
+      continue;
+    }
+    // Copy j holds padded columns [j, j + out_w): input columns ow + j - pad_w.
+    for (int64_t j = 0; j < p.kernel_w; ++j, d += p.column_step()) {
+      const int64_t lo = std::max<int64_t>(0, p.pad_w - j);
+      const int64_t hi = std::min(p.out_w, p.in_w + p.pad_w - j);
+      if (lo < hi) k.copy_rows(plane + lo + j - p.pad_w, p.in_w, d + lo, pitch, p.in_h, hi - lo);
+    }
+  }
+}
+
+// Tasks: (image, run of output channel blocks); the channel blocks of an
+// image are split only when there are too few images for every thread or
+// their staged outputs would not fit in L2.
+void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float* weight,
+                const float* x, const float* bias, float* out) {
+  const DirectProblem& p = plan.p;
+  const DirectConvBlock b = k.blocks[plan.block];
+  const int64_t blocks = ceil_div(p.out_channels, b.channels);
+  const int64_t chunk = b.vectors * k.lanes;
+  const int64_t staged_block =
+      p.column_copies ? 0 : ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
+  const int64_t want = 4 * static_cast<int64_t>(current_pool().threads());
+  const int64_t fit = ceil_div(blocks * staged_block, kMaxStagedFloats);
+  const int64_t splits = std::clamp<int64_t>(std::max(ceil_div(want, p.batch), fit), 1, blocks);
+  const int64_t per_split = ceil_div(blocks, splits);
+  const int64_t slack = chunk + p.kernel_w;
+  const int64_t padded = p.image_floats() + slack;
+  const int64_t task_flops =
+      2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
+  const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
+  parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
+    float* padded_input = scratch(0, padded);
+    float* staged = scratch(1, per_split * staged_block);
+    int64_t padded_image = -1;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / splits, split = t % splits;
+      if (n != padded_image) {
+        copy_image(k, p, x + n * p.in_channels * p.in_h * p.in_w, padded_input, slack);
+        padded_image = n;
+      }
+      DirectConvImage a{};
+      a.input = padded_input;
+      a.in_channels = p.in_channels;
+      a.channel_step = p.channel_step();
+      a.column_step = p.column_step();
+      a.pitch = p.pitch();
+      a.kernel_h = p.kernel_h;
+      a.kernel_w = p.kernel_w;
+      a.weight = weight;
+      a.bias = bias;
+      a.out = out + n * p.out_channels * p.out_h * p.out_w;
+      a.out_channels = p.out_channels;
+      a.out_h = p.out_h;
+      a.out_w = p.out_w;
+      a.block_begin = split * per_split;
+      a.block_end = std::min(blocks, a.block_begin + per_split);
+      a.staged = staged;
+      if (a.block_begin < a.block_end) k.image(a, plan.block);
+    }
+  });
+}
+
+bool unit_stride(const ConvGeometry& g) {
+  return g.groups == 1 && g.p.stride.h == 1 && g.p.stride.w == 1 && g.p.dilation.h == 1 &&
+         g.p.dilation.w == 1;
+}
+
+}  // namespace
+
+bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
+                           const float* bias, float* out, DirectLayout layout) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
+                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+  const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
+  if (!plan) return false;
+  const std::vector<float> packed = pack_weight(
+      p, k->blocks[plan->block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
+        return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
+      });
+  run_direct(*k, *plan, packed.data(), x, bias, out);
+  return true;
+}
+
+bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const float* x,
+                               float* grad_weight) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
+                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+  p.column_copies = true;  // every weight row is then one contiguous run of output pixels
+  if (!suits_direct(p)) return false;
+  const int64_t rows = p.in_channels * p.taps(), pixels = p.out_h * p.out_w;
+  std::vector<int64_t> row_offsets;
+  for (int64_t c = 0; c < p.in_channels; ++c)
+    for (int64_t i = 0; i < p.kernel_h; ++i)
+      for (int64_t j = 0; j < p.kernel_w; ++j)
+        row_offsets.push_back(c * p.channel_step() + i * p.pitch() + j * p.column_step());
+  // Images go through in runs whose copies and gradients stay in L2; parts
+  // of the batch accumulate into their own sums, added in a fixed order so
+  // results do not depend on scheduling.
+  const int64_t image_floats = p.image_floats(), grad_floats = p.out_channels * pixels;
+  const int64_t run = std::clamp<int64_t>(kMaxRunFloats / (image_floats + grad_floats), 1, 64);
+  const int64_t weight_floats = p.out_channels * rows;
+  const int64_t flops = 2 * weight_floats * pixels * p.batch;
+  const int64_t parts = std::clamp<int64_t>(std::min(flops / kTaskFlops, p.batch), 1,
+                                            2 * static_cast<int64_t>(current_pool().threads()));
+  std::vector<float> partial(static_cast<size_t>((parts - 1) * weight_floats), 0.0f);
+  std::fill_n(grad_weight, weight_floats, 0.0f);
+  parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+    for (int64_t part = b; part < e; ++part) {
+      float* dw = part == 0 ? grad_weight : partial.data() + (part - 1) * weight_floats;
+      const int64_t n_begin = p.batch * part / parts, n_end = p.batch * (part + 1) / parts;
+      float* copies = scratch(0, run * image_floats);
+      for (int64_t n0 = n_begin; n0 < n_end; n0 += run) {
+        const int64_t images = std::min(run, n_end - n0);
+        for (int64_t n = 0; n < images; ++n)
+          copy_image(*k, p, x + (n0 + n) * p.in_channels * p.in_h * p.in_w,
+                     copies + n * image_floats, 0);
+        detail::DirectWeightGradRun a{};
+        a.input = copies;
+        a.images = images;
+        a.image_step = image_floats;
+        a.row_offsets = row_offsets.data();
+        a.rows = rows;
+        a.grad = grad + n0 * grad_floats;
+        a.out_channels = p.out_channels;
+        a.pixels = pixels;
+        a.dw = dw;
+        k->weight_grad(a);
+      }
+    }
+  });
+  for (int64_t part = 1; part < parts; ++part) {
+    const float* src = partial.data() + (part - 1) * weight_floats;
+    for (int64_t i = 0; i < weight_floats; ++i) grad_weight[i] += src[i];
+  }
+  return true;
+}
+
+bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const float* weight,
+                              float* grad_input, DirectLayout layout) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  // The input gradient is the convolution of the output gradient, padded by
+  // kernel - 1 - padding, with the weight flipped and its channels swapped;
+  // a padding as wide as the kernel makes it a cropping, which the kernel does
+  // not do.
+  const int64_t pad_h = g.kernel_h - 1 - g.p.padding.h, pad_w = g.kernel_w - 1 - g.p.padding.w;
+  if (pad_h < 0 || pad_w < 0) return false;
+  DirectProblem p{g.batch,    g.out_channels, g.out_h,       g.out_w, pad_h, pad_w,
+                  g.kernel_h, g.kernel_w,     g.in_channels, g.in_h,  g.in_w};
+  const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
+  if (!plan) return false;
+  const int64_t kh = g.kernel_h, kw = g.kernel_w;
+  const std::vector<float> packed = pack_weight(
+      p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
+        return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+      });
+  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input);
+  return true;
+}
+
+}  // namespace samba::ops

@@ -1,0 +1,49 @@
+// The AVX2 + FMA level's direct convolution (conv_direct.h): 8 output pixels
+// per vector. The register blocks keep 8 to 12 accumulators (two FMAs per
+// cycle of 4 cycles' latency need 8) and leave the 16 registers room for the
+// input vectors and one broadcast weight: a 4 x 3 block, one register short,
+// spills and runs a third slower.
+#include <immintrin.h>
+
+#include "engine/kernels/x86/conv_direct_kernel.h"
+
+namespace samba::ops::detail {
+
+namespace {
+
+struct ConvVec256 {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  // The first n (1 to 7) lanes; nothing past them is read or written.
+  static __m256i first(int64_t n) {
+    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                      0,  0,  0,  0,  0,  0,  0,  0};
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - n));
+  }
+  static V loadu_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first(n)); }
+  static void storeu_n(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
+  static float hsum(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(_mm_hadd_ps(s, s));
+  }
+};
+
+// The weight gradient: 2 x 6 accumulators, 2 gradient vectors and 1 input.
+using Level = DirectConvLevel<ConvVec256, 2, 6, DirectConvBlock{1, 12}, DirectConvBlock{2, 4},
+                              DirectConvBlock{2, 6}, DirectConvBlock{3, 4}>;
+
+}  // namespace
+
+const ConvDirectKernels& conv_direct_kernels_avx2() {
+  static const ConvDirectKernels k = Level::table(IsaLevel::Avx2);
+  return k;
+}
+
+}  // namespace samba::ops::detail

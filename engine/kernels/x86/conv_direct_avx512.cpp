@@ -1,0 +1,41 @@
+// The AVX-512 level's direct convolution (conv_direct.h): 16 output pixels
+// per vector, masked row tails. The register blocks keep 16 to 24
+// accumulators of the 32 registers (one FMA per cycle of 4 cycles' latency
+// needs at least 4); the broadcast weights fold into the FMAs.
+#include <immintrin.h>
+
+#include "engine/kernels/x86/conv_direct_kernel.h"
+
+namespace samba::ops::detail {
+
+namespace {
+
+struct ConvVec512 {
+  using V = __m512;
+  static constexpr int64_t kLanes = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  // The first n (1 to 15) lanes; nothing past them is read or written.
+  static __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static V loadu_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(first(n), p); }
+  static void storeu_n(float* p, V v, int64_t n) { _mm512_mask_storeu_ps(p, first(n), v); }
+  static float hsum(V v) { return _mm512_reduce_add_ps(v); }
+};
+
+// The weight gradient: 4 x 6 accumulators, 4 gradient vectors and 1 input.
+using Level = DirectConvLevel<ConvVec512, 4, 6, DirectConvBlock{1, 16}, DirectConvBlock{2, 8},
+                              DirectConvBlock{2, 12}, DirectConvBlock{3, 8}, DirectConvBlock{4, 4},
+                              DirectConvBlock{4, 6}, DirectConvBlock{5, 4}, DirectConvBlock{6, 4}>;
+
+}  // namespace
+
+const ConvDirectKernels& conv_direct_kernels_avx512() {
+  static const ConvDirectKernels k = Level::table(IsaLevel::Avx512);
+  return k;
+}
+
+}  // namespace samba::ops::detail

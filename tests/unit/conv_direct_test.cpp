@@ -1,0 +1,313 @@
+// The direct convolution kernel (engine/kernels/conv_direct.h) at the ISA
+// level in use (the test runs once per level the machine has): forward,
+// input gradient and weight gradient against loops written here in double, over channel counts
+// around the register blocks, images smaller and larger than one vector row,
+// every padding the kernel sees, and output buffers fenced by guard values
+// that must survive the masked row tails. At the generic level there is no
+// direct kernel and conv2d keeps im2col.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "engine/core/isa.h"
+#include "engine/core/parallel.h"
+#include "engine/kernels/conv_direct.h"
+#include "engine/kernels/conv_geometry.h"
+#include "op_test_util.h"
+
+using namespace samba;
+using namespace samba::testing;
+using samba::ops::ConvGeometry;
+using samba::ops::ConvParams;
+
+namespace {
+
+// A convolution of the sweep: x (batch, in, side_h, side_w), weight (out,
+// in, kernel_h, kernel_w), unit stride, symmetric padding.
+struct Shape {
+  int64_t batch, in, out, h, w, kh, kw, pad;
+  bool bias;
+};
+
+std::string shape_str(const Shape& s) {
+  return fmt::format("x [{}, {}, {}, {}] w [{}, {}, {}, {}] pad {}{}", s.batch, s.in, s.h, s.w,
+                     s.out, s.in, s.kh, s.kw, s.pad, s.bias ? " bias" : "");
+}
+
+ConvGeometry geometry(const Shape& s) {
+  ConvParams p;
+  p.padding = {s.pad, s.pad};
+  return ops::conv_geometry("conv2d", {s.batch, s.in, s.h, s.w}, {s.out, s.in, s.kh, s.kw}, p);
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = u(gen);
+  return v;
+}
+
+// Calls f(x_index, w_index, out_index) for every product of the convolution.
+template <typename F>
+void for_each_product(const ConvGeometry& g, F f) {
+  const int64_t ph = g.p.padding.h, pw = g.p.padding.w;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t o = 0; o < g.out_channels; ++o)
+      for (int64_t oh = 0; oh < g.out_h; ++oh)
+        for (int64_t ow = 0; ow < g.out_w; ++ow)
+          for (int64_t c = 0; c < g.in_channels; ++c)
+            for (int64_t i = 0; i < g.kernel_h; ++i)
+              for (int64_t j = 0; j < g.kernel_w; ++j) {
+                const int64_t ih = oh - ph + i, iw = ow - pw + j;
+                if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+                f(((n * g.in_channels + c) * g.in_h + ih) * g.in_w + iw,
+                  ((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j,
+                  ((n * g.out_channels + o) * g.out_h + oh) * g.out_w + ow);
+              }
+}
+
+// A buffer of n floats with kGuard sentinel floats on each side.
+constexpr int64_t kGuard = 64;
+constexpr float kSentinel = -12345.0f;
+struct Fenced {
+  std::vector<float> buf;
+  explicit Fenced(int64_t n) : buf(static_cast<size_t>(n + 2 * kGuard), kSentinel) {}
+  float* data() { return buf.data() + kGuard; }
+  int64_t size() const { return static_cast<int64_t>(buf.size()) - 2 * kGuard; }
+  // What a kernel that `ran` must have left: `want` inside, the guards
+  // intact; or everything untouched when it declined.
+  void expect_written(bool ran, const std::vector<double>& want) const {
+    if (!ran) {
+      EXPECT_TRUE(untouched());
+      return;
+    }
+    expect_guards_intact();
+    expect_near(want);
+  }
+  bool untouched() const {
+    return std::all_of(buf.begin(), buf.end(), [](float v) { return v == kSentinel; });
+  }
+  void expect_guards_intact() const {
+    for (int64_t k = 0; k < kGuard; ++k) {
+      EXPECT_EQ(buf[static_cast<size_t>(k)], kSentinel)
+          << "written " << kGuard - k << " floats before the output";
+      EXPECT_EQ(buf[buf.size() - 1 - static_cast<size_t>(k)], kSentinel)
+          << "written " << kGuard - k << " floats past the output";
+    }
+  }
+  void expect_near(const std::vector<double>& want) const {
+    ASSERT_EQ(static_cast<int64_t>(want.size()), size());
+    int64_t reported = 0;
+    for (int64_t k = 0; k < size() && reported < 5; ++k) {
+      const double got = buf[static_cast<size_t>(k + kGuard)];
+      if (std::abs(got - want[k]) > 1e-4 * (1.0 + std::abs(want[k]))) {
+        ADD_FAILURE() << "element " << k << ": got " << got << ", want " << want[k];
+        ++reported;
+      }
+    }
+  }
+};
+
+// The sweep: every image size with every kernel and padding that gives an
+// output, channel counts cycling through 1, 3, 16, 32 and 33 (in and out
+// differing), bias and batch (1, 3, 20) alternating.
+std::vector<Shape> sweep() {
+  const std::vector<std::pair<int64_t, int64_t>> sides = {
+      {1, 1}, {5, 7}, {8, 8}, {17, 9}, {32, 32}};
+  const std::vector<std::pair<int64_t, int64_t>> kernels = {{1, 1}, {3, 3}, {5, 5}, {3, 1}};
+  const std::vector<int64_t> channels = {1, 3, 16, 32, 33};
+  const std::vector<int64_t> batches = {1, 3, 20};
+  std::vector<Shape> shapes;
+  size_t k = 0;
+  for (auto [h, w] : sides)
+    for (auto [kh, kw] : kernels)
+      for (int64_t pad : {0, 1, 2}) {
+        if (h + 2 * pad < kh || w + 2 * pad < kw) continue;
+        const int64_t in = channels[k % channels.size()], out = channels[(k + 2) % channels.size()];
+        int64_t batch = batches[k % batches.size()];
+        if (h * w >= 256) batch = std::min<int64_t>(batch, 3);  // keeps the double loops short
+        shapes.push_back({batch, in, out, h, w, kh, kw, pad, k % 2 == 0});
+        ++k;
+      }
+  return shapes;
+}
+
+using ops::DirectLayout;
+
+std::string layout_name(DirectLayout l) {
+  switch (l) {
+    case DirectLayout::Cheapest:
+      return "cheapest layout";
+    case DirectLayout::PaddedPlanes:
+      return "padded planes";
+    case DirectLayout::ColumnCopies:
+      return "column copies";
+  }
+  return "?";
+}
+
+// Each sweep runs on 1 and 2 threads with the layout chosen by cost and
+// with each layout forced (a forced layout declines the shapes whose copy
+// would not fit in L2).
+std::vector<std::pair<int, DirectLayout>> runs() {
+  std::vector<std::pair<int, DirectLayout>> r;
+  for (int threads : {1, 2})
+    for (DirectLayout l :
+         {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies})
+      r.push_back({threads, l});
+  return r;
+}
+
+// Calls one(shape, geometry, layout, seed) for every shape of the sweep in
+// every run; `one` returns whether the direct kernel ran, which each layout
+// must have done for at least `minimum` shapes (none at the generic level).
+template <typename One>
+void for_each_run(int64_t minimum, One one) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  uint32_t seed = 1;
+  for (auto [threads, layout] : runs()) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    int64_t ran = 0;
+    for (const Shape& s : sweep()) {
+      SCOPED_TRACE(shape_str(s) + fmt::format(", {} threads, {}", threads, layout_name(layout)));
+      ran += one(s, geometry(s), layout, seed) ? 1 : 0;
+      seed += 3;
+    }
+    if (has_kernel)
+      EXPECT_GE(ran, minimum) << layout_name(layout) << " ran for too few shapes: " << ran;
+    else
+      EXPECT_EQ(ran, 0);
+  }
+}
+
+// conv2d of x with w (+ bias when not null), summed in double.
+std::vector<double> forward_sums(const ConvGeometry& g, const std::vector<float>& x,
+                                 const std::vector<float>& w, const float* bias) {
+  std::vector<double> out(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
+  for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+    out[oi] += static_cast<double>(x[xi]) * w[wi];
+  });
+  if (bias)
+    for (size_t i = 0; i < out.size(); ++i) out[i] += bias[(i / g.out_pixels()) % g.out_channels];
+  return out;
+}
+
+}  // namespace
+
+TEST(ConvDirect, KernelOfTheLevelInUse) {
+  const ops::detail::ConvDirectKernels* k = ops::detail::conv_direct_kernels();
+  if (active_isa() == IsaLevel::Generic) {
+    EXPECT_EQ(k, nullptr);
+    return;
+  }
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->level, std::min(active_isa(), IsaLevel::Avx512));
+  EXPECT_EQ(k->lanes, k->level == IsaLevel::Avx2 ? 8 : 16);
+}
+
+TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  for_each_run(50, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+    const std::vector<float> b = random_floats(s.out, seed + 2);
+    const std::vector<double> want = forward_sums(g, x, w, s.bias ? b.data() : nullptr);
+    Fenced out(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
+                                                out.data(), layout);
+    if (layout == DirectLayout::Cheapest) {
+      EXPECT_EQ(ran, has_kernel);
+    }
+    out.expect_written(ran, want);
+    return ran;
+  });
+}
+
+TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  for_each_run(30, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+    std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
+    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+      want[xi] += static_cast<double>(grad[oi]) * w[wi];
+    });
+    Fenced dx(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
+    // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
+    const bool uncropped = s.pad < s.kh && s.pad < s.kw;
+    if (layout == DirectLayout::Cheapest) {
+      EXPECT_EQ(ran, has_kernel && uncropped);
+    }
+    if (!uncropped) {
+      EXPECT_FALSE(ran);
+    }
+    dx.expect_written(ran, want);
+    return ran;
+  });
+}
+
+TEST(ConvDirect, WeightGradMatchesTheAdjoint) {
+  // Only the column-copies layout serves the weight gradient: the layout
+  // argument of the sweep does not apply, so each run repeats the shapes.
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  for_each_run(40, [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
+    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed + 1);
+    std::vector<double> want(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 0.0);
+    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+      want[wi] += static_cast<double>(grad[oi]) * x[xi];
+    });
+    Fenced dw(static_cast<int64_t>(want.size()));
+    const bool ran = ops::conv2d_direct_weight_grad(g, grad.data(), x.data(), dw.data());
+    if (!has_kernel) {
+      EXPECT_FALSE(ran);
+    }
+    dw.expect_written(ran, want);
+    return ran;
+  });
+}
+
+TEST(ConvDirect, OutputsLargerThanTheStagingBudgetAreSplitByChannels) {
+  // 64 output channels of a 32 x 32 image: more staged output than one
+  // task holds, so the image's channel blocks go to several tasks even on
+  // one thread with more images than tasks wanted.
+  ThreadPool pool(1);
+  ThreadPool::Scope scope(&pool);
+  const Shape s{8, 8, 64, 32, 32, 3, 3, 1, true};
+  const ConvGeometry g = geometry(s);
+  const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), 7);
+  const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, 8);
+  const std::vector<float> b = random_floats(s.out, 9);
+  const std::vector<double> want = forward_sums(g, x, w, b.data());
+  Fenced out(static_cast<int64_t>(want.size()));
+  if (!ops::conv2d_direct_forward(g, x.data(), w.data(), b.data(), out.data(),
+                                  DirectLayout::PaddedPlanes))
+    GTEST_SKIP() << "no direct kernel at " << isa_name(active_isa());
+  out.expect_written(true, want);
+}
+
+TEST(ConvDirect, OtherGeometriesAreLeftToIm2col) {
+  std::vector<std::pair<const char*, ConvGeometry>> cases;
+  auto with = [](ConvParams p, const Dims& x, const Dims& w) {
+    return ops::conv_geometry("conv2d", x, w, p);
+  };
+  cases.push_back({"stride 2", with({.stride = {2, 2}}, {1, 3, 8, 8}, {4, 3, 3, 3})});
+  cases.push_back({"dilation 2", with({.dilation = {1, 2}}, {1, 3, 8, 8}, {4, 3, 3, 3})});
+  cases.push_back({"2 groups", with({.groups = 2}, {1, 4, 8, 8}, {4, 2, 3, 3})});
+  cases.push_back({"256 channels of 3 x 3 taps", with({}, {1, 256, 6, 6}, {4, 256, 3, 3})});
+  cases.push_back({"a 300 x 300 image", with({}, {1, 1, 300, 300}, {2, 1, 3, 3})});
+  for (auto& [what, g] : cases) {
+    SCOPED_TRACE(what);
+    const std::vector<float> x(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 1.0f);
+    const std::vector<float> w(
+        static_cast<size_t>(g.out_channels * g.in_per_group() * g.kernel_h * g.kernel_w), 1.0f);
+    Fenced out(g.batch * g.out_channels * g.out_pixels());
+    EXPECT_FALSE(ops::conv2d_direct_forward(g, x.data(), w.data(), nullptr, out.data()));
+    EXPECT_TRUE(out.untouched());
+  }
+}
