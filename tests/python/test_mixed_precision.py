@@ -76,14 +76,13 @@ def test_loss_and_gradients_match_torch_autocast(tmp_path):
         assert "mixed precision bf16" in f.read()
     ref_loss, ref_grads = torch_loss_and_grads(torch, weights, xs, ys, autocast=True)
     fp32_loss, fp32_grads = torch_loss_and_grads(torch, weights, xs, ys, autocast=False)
-    # bf16 keeps 8 significant bits: agreement to about 1% of each tensor's scale.
-    assert loss == pytest.approx(ref_loss, rel=1e-2)
-    for name, g, ref in zip(("w1", "b1", "w2", "b2"), grads, ref_grads):
+    # bf16 tolerance: closer to autocast's numbers than fp32's are (by half
+    # their distance), as both round the same operands to bf16 and
+    # accumulate in fp32; the fp32 compile fails this.
+    assert abs(loss - ref_loss) <= 0.5 * abs(fp32_loss - ref_loss) + 1e-6
+    for name, g, ref, ref32 in zip(("w1", "b1", "w2", "b2"), grads, ref_grads, fp32_grads):
         assert g.dtype == np.float32, name  # gradients of fp32 master weights
-        scale = np.abs(ref).max()
-        assert np.abs(g - ref).max() <= 2e-2 * scale, name
-    # The products really ran in bf16: the result is not the fp32 one bit for bit.
-    assert any(not np.array_equal(g, ref) for g, ref in zip(grads, fp32_grads)) or loss != fp32_loss
+        assert np.abs(g - ref).max() <= 0.5 * np.abs(ref32 - ref).max(), name
 
 
 def test_parameters_stay_float32_and_fp32_compile_is_unchanged(tmp_path):
