@@ -98,7 +98,8 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
     Tracer tracer(cg.graph);
     trace_model(spec, cg, tracer);
     Graph& g = cg.graph;
-    if (const std::span<const Pass> rewrites = forward_passes(opts.mixed_precision); !rewrites.empty()) {
+    if (const std::span<const Pass> rewrites = forward_passes(opts.mixed_precision);
+        !rewrites.empty()) {
       g = run_passes(std::move(g), rewrites);
       // Values the rewrite retyped need symbols of their new dtype.
       tracer.forget_symbols();

@@ -170,8 +170,9 @@ int compile(const CompileOptions& o) {
   samba_optimizer* opt = optimizer.get();
   check(samba_session_compile(session.get(), samba_onnx_model_forward, model.get(), in.data(),
                               in.size(), opt ? &opt : nullptr, opt ? 1 : 0, opts.get()));
+  const bool fp32 = o.mixed_precision == "none" || o.mixed_precision == "mp0";
   std::printf("wrote %s (%s, %zu inputs%s)\n", o.pef.c_str(), o.inference ? "inference" : "training",
-              in.size(), o.mixed_precision == "none" || o.mixed_precision == "mp0" ? "" : ", mixed precision");
+              in.size(), fp32 ? "" : ", mixed precision");
   return 0;
 }
 
@@ -312,8 +313,8 @@ void add_model_commands(CLI::App& app, CommandAction& action) {
   compile_cmd->add_option("--loss", c->loss,
                           "the output that is the loss (default: every output, scalars first)");
   compile_cmd->add_option("--mixed-precision,--graphamp-preset", c->mixed_precision,
-                          "none (default) or bf16: products in bf16 with fp32 accumulation and fp32 "
-                          "master weights (SambaFlow's presets mp0 and mp1 also accepted)");
+                          "none (default) or bf16: products in bf16 with fp32 accumulation "
+                          "and fp32 master weights (SambaFlow's presets mp0 and mp1 too)");
   compile_cmd->callback([&action, c] { action = [c] { return compile(*c); }; });
 
   auto r = std::make_shared<RunOptions>();

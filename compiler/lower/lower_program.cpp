@@ -102,8 +102,8 @@ class Lowering {
   void record_passes() {
     for (const auto& [key, value] : p_.metadata)
       if (key == kPassesKey) return;
-    p_.metadata.emplace_back(
-        kPassesKey, fmt::format("{}", fmt::join(pass_names(opts_.opt_level, opts_.mixed_precision), ", ")));
+    const auto names = pass_names(opts_.opt_level, opts_.mixed_precision);
+    p_.metadata.emplace_back(kPassesKey, fmt::format("{}", fmt::join(names, ", ")));
   }
 
   // A mixed-precision PEF says so (the .pef.log header shows it); an fp32
@@ -112,7 +112,9 @@ class Lowering {
     if (opts_.mixed_precision == MixedPrecision::None) return;
     for (const auto& [key, value] : p_.metadata)
       SAMBA_CHECK(key != kMixedPrecisionKey, Status::InvalidArgument,
-                  "compile: metadata key '{}' is the compiler's (the mixed precision it compiled with)", key);
+                  "compile: metadata key '{}' is the compiler's (the mixed precision it compiled "
+                  "with)",
+                  key);
     p_.metadata.emplace_back(kMixedPrecisionKey, mixed_precision_name(opts_.mixed_precision));
   }
 

@@ -13,9 +13,9 @@ namespace {
 // reductions, softmax and log_softmax included, are fp32 ops by class): what
 // torch.autocast keeps in fp32 and the device's bf16 mode runs in fp32.
 constexpr std::string_view kFloat32Ops[] = {
-    "batch_norm", "layer_norm", "rms_norm", "group_norm", "normalize",
-    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy_with_logits",
-    "exp", "log",
+    "batch_norm",    "layer_norm", "rms_norm", "group_norm", "normalize",
+    "cross_entropy", "nll_loss",   "mse_loss", "l1_loss",    "binary_cross_entropy_with_logits",
+    "exp",           "log",
 };
 
 bool lowerable(DType d) { return d == DType::Float32 || d == DType::BFloat16; }
@@ -56,7 +56,8 @@ class Autocast {
   // A cast node writing `out` from `in`.
   NodeId add_cast(ValueId in, ValueId out) {
     const OpDef& op = OpRegistry::global().get("cast");
-    const NodeId id = g_.add_node(op, {in}, op.resolve(Attrs{{"dtype", g_.value(out).dtype}}), Phase::Forward);
+    const NodeId id =
+        g_.add_node(op, {in}, op.resolve(Attrs{{"dtype", g_.value(out).dtype}}), Phase::Forward);
     g_.node(id).outputs.push_back(out);
     g_.value(out).producer = id;
     g_.value(out).producer_output = 0;
@@ -86,8 +87,8 @@ class Autocast {
         continue;
       }
       const Value& val = g_.value(v);
-      const bool host = val.host.defined() && val.host.has_data() && val.host.dtype() == val.dtype &&
-                        val.host.shape() == val.shape;
+      const bool host = val.host.defined() && val.host.has_data() &&
+                        val.host.dtype() == val.dtype && val.host.shape() == val.shape;
       in.push_back(host ? val.host : Tensor::symbolic(val.shape, val.dtype));
     }
     return n.op->infer(InferContext{*n.op, in, n.attrs});
@@ -99,7 +100,8 @@ class Autocast {
       for (size_t i = 0; i < n.inputs.size(); ++i)
         if (n.inputs[i] != kNone && !lowerable(g_.value(n.inputs[i]).dtype)) return;
       for (size_t i = 0; i < n.inputs.size(); ++i)
-        if (n.inputs[i] != kNone && !mutated_input(n, i) && g_.value(n.inputs[i]).dtype == DType::Float32)
+        if (n.inputs[i] != kNone && !mutated_input(n, i) &&
+            g_.value(n.inputs[i]).dtype == DType::Float32)
           n.inputs[i] = cast(n.inputs[i], DType::BFloat16);
     } else if (policy == CastPolicy::Float32) {
       restore_inputs(n);
@@ -109,7 +111,8 @@ class Autocast {
   // Inputs the rewrite lowered go back to the dtype they were traced with.
   void restore_inputs(Node& n) {
     for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (changed(n.inputs[i]) && !mutated_input(n, i)) n.inputs[i] = cast(n.inputs[i], traced_[n.inputs[i]]);
+      if (changed(n.inputs[i]) && !mutated_input(n, i))
+        n.inputs[i] = cast(n.inputs[i], traced_[n.inputs[i]]);
   }
 
   void rewrite(Node n) {
@@ -130,7 +133,8 @@ class Autocast {
       out.producer_output = static_cast<int32_t>(k);
       if (!out.is_output || !changed(o)) continue;
       const Value copy = out;
-      const ValueId lowered = add_result(copy.name + "_bf16", copy.dtype, copy.shape, copy.batch_dim);
+      const ValueId lowered =
+          add_result(copy.name + "_bf16", copy.dtype, copy.shape, copy.batch_dim);
       g_.value(lowered).producer = n.id;
       g_.value(lowered).producer_output = static_cast<int32_t>(k);
       g_.value(o).dtype = traced_[o];
@@ -152,13 +156,14 @@ class Autocast {
       try {
         metas = infer(n);
       } catch (const Error& e) {
-        fail(e.code(), "mixed precision: op '{}' ({}) does not take the dtypes the bf16 rewrite gave it: {}",
+        fail(e.code(),
+             "mixed precision: op '{}' ({}) does not take the dtypes the bf16 rewrite gave it: {}",
              n.name, n.op->name, e.what());
       }
     }
     SAMBA_CHECK(metas.size() == n.outputs.size(), Status::Internal,
-                "mixed precision: op '{}' now infers {} outputs; it was traced with {}", n.name, metas.size(),
-                n.outputs.size());
+                "mixed precision: op '{}' now infers {} outputs; it was traced with {}", n.name,
+                metas.size(), n.outputs.size());
     for (size_t k = 0; k < metas.size(); ++k) {
       Value& out = g_.value(n.outputs[k]);
       SAMBA_CHECK(metas[k].shape == out.shape, Status::Internal,
@@ -176,13 +181,16 @@ class Autocast {
 
 }  // namespace
 
-std::string_view mixed_precision_name(MixedPrecision m) { return m == MixedPrecision::Bf16 ? "bf16" : "none"; }
+std::string_view mixed_precision_name(MixedPrecision m) {
+  return m == MixedPrecision::Bf16 ? "bf16" : "none";
+}
 
 MixedPrecision mixed_precision_from_name(std::string_view name) {
   if (name == "none" || name == "mp0") return MixedPrecision::None;
   if (name == "bf16" || name == "mp1") return MixedPrecision::Bf16;
   fail(Status::InvalidArgument,
-       "mixed precision '{}' is not supported; expected 'none' or 'bf16' (SambaFlow's GraphAMP presets "
+       "mixed precision '{}' is not supported; expected 'none' or 'bf16' (SambaFlow's GraphAMP "
+       "presets "
        "'mp0' and 'mp1' are accepted for them)",
        name);
 }

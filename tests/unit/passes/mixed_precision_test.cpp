@@ -16,7 +16,8 @@ namespace samba::compiler::testing {
 namespace {
 
 Tensor f32(const std::string& name, const Dims& shape, uint32_t seed, bool requires_grad = false) {
-  return samba::testing::named(rand_tensor(shape, DType::Float32, seed, -0.5, 0.5), name, requires_grad);
+  return samba::testing::named(rand_tensor(shape, DType::Float32, seed, -0.5, 0.5), name,
+                               requires_grad);
 }
 
 // linear, layer_norm, relu, matmul by a second weight, softmax, and the
@@ -28,7 +29,8 @@ struct Net {
     Tensor h = call1("linear", {in[0], w1, b1});
     h = call1("relu", {call1("layer_norm", {h}, {{"normalized_shape", Dims{8}}})});
     Tensor logits = call1("matmul", {h, w2});
-    return {call1("cross_entropy", {logits, in[1]}), call1("softmax", {logits}, {{"dim", int64_t{-1}}})};
+    return {call1("cross_entropy", {logits, in[1]}),
+            call1("softmax", {logits}, {{"dim", int64_t{-1}}})};
   }
 };
 
@@ -93,7 +95,8 @@ TEST(MixedPrecision, ProductsTakeBf16OperandsAndSensitiveOpsRunInFloat32) {
   // Parameters and outputs keep their traced dtypes.
   for (ValueId p : g.parameters) EXPECT_EQ(g.value(p).dtype, DType::Float32) << g.value(p).name;
   ASSERT_EQ(g.outputs.size(), traced.outputs.size());
-  for (size_t i = 0; i < g.outputs.size(); ++i) EXPECT_EQ(g.value(g.outputs[i]).dtype, DType::Float32);
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    EXPECT_EQ(g.value(g.outputs[i]).dtype, DType::Float32);
 }
 
 TEST(MixedPrecision, ProductsOfIntegersOrFloat64AreLeftAlone) {
@@ -109,9 +112,10 @@ TEST(MixedPrecision, ProductsOfIntegersOrFloat64AreLeftAlone) {
 
 TEST(MixedPrecision, AProductOutputIsGivenBackInItsTracedDtype) {
   const Tensor w = f32("w", {3, 4}, 5, true);
-  const Graph traced = record({f32("x", {2, 4}, 6)}, [&](std::span<const Tensor> in) -> std::vector<Tensor> {
-    return {call1("tanh", {call1("linear", {in[0], w})})};
-  });
+  const Graph traced =
+      record({f32("x", {2, 4}, 6)}, [&](std::span<const Tensor> in) -> std::vector<Tensor> {
+        return {call1("tanh", {call1("linear", {in[0], w})})};
+      });
   const Graph g = autocast_bf16(traced);
   const Value& out = g.value(g.outputs[0]);
   EXPECT_EQ(out.dtype, DType::Float32);
@@ -132,7 +136,8 @@ TEST(MixedPrecision, ModesByNameAndUnknownOnesRefused) {
     FAIL() << "fp16 is not a mode";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Status::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("'fp16' is not supported; expected 'none' or 'bf16'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'fp16' is not supported; expected 'none' or 'bf16'"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_EQ(pass_names(1, MixedPrecision::Bf16).front(), "autocast_bf16");
@@ -218,8 +223,9 @@ Trained train(MixedPrecision mode, int steps) {
   CompileOptions o;
   o.mixed_precision = mode;
   ThreadPool pool(2);
-  runtime::Runtime rt(samba::testing::round_trip(compile_program({training_spec(net, data.x, data.y, 0.5)}, o)),
-                      pool, nullptr);
+  runtime::Runtime rt(
+      samba::testing::round_trip(compile_program({training_spec(net, data.x, data.y, 0.5)}, o)),
+      pool, nullptr);
   runtime::RunRequest req;
   req.inputs = {data.x, data.y};
   Trained t;
@@ -236,7 +242,8 @@ Trained train(MixedPrecision mode, int steps) {
     correct += static_cast<double>(best) == label[i];
   }
   t.accuracy = static_cast<double>(correct) / static_cast<double>(label.size());
-  for (const char* name : {"w1", "b1", "w2"}) EXPECT_EQ(rt.read(name).dtype(), DType::Float32) << name;
+  for (const char* name : {"w1", "b1", "w2"})
+    EXPECT_EQ(rt.read(name).dtype(), DType::Float32) << name;
   return t;
 }
 
@@ -249,6 +256,64 @@ TEST(MixedPrecision, TrainingInBf16ReachesTheAccuracyOfFloat32) {
   EXPECT_NEAR(bf16.loss, fp32.loss, 0.01);
   EXPECT_NEAR(bf16.accuracy, fp32.accuracy, 0.02);
   EXPECT_NE(bf16.loss, fp32.loss);  // the bf16 compile really computed in bf16
+}
+
+// conv2d, relu, a reshape and a linear into the loss: the convolution and
+// its weight gradient run on bf16 operands and the conv net trains as in fp32.
+struct ConvNet {
+  Tensor w = f32("conv.w", {4, 1, 3, 3}, 21, true), b = f32("conv.b", {4}, 22, true);
+  Tensor fc = f32("fc.w", {3, 64}, 23, true);
+  std::vector<Tensor> forward(std::span<const Tensor> in) const {
+    Tensor h = call1("relu", {call1("conv2d", {in[0], w, b})});
+    h = call1("reshape", {h}, {{"shape", Dims{8, 64}}});
+    return {call1("cross_entropy", {call1("linear", {h, fc}), in[1]})};
+  }
+};
+
+double conv_loss_after(MixedPrecision mode, int steps, Graph* graph) {
+  ConvNet net;
+  const Tensor x = f32("x", {8, 1, 6, 6}, 24), y = labels(8, 3);
+  GraphSpec s;
+  s.name = "conv";
+  s.inputs = {x, y};
+  s.model = [&net](std::span<const Tensor> in) { return net.forward(in); };
+  OptimizerSpec sgd;
+  sgd.kind = OptimizerKind::SGD;
+  sgd.defaults = Attrs{{"lr", 0.5}};
+  sgd.groups.push_back({{net.w, net.b, net.fc}, {}});
+  s.optimizers.push_back(sgd);
+  CompileOptions o;
+  o.mixed_precision = mode;
+  std::vector<CompiledGraph> compiled;
+  const pef::ProgramDesc p = compile_program({s}, o, &compiled);
+  if (graph) *graph = compiled.at(0).graph;
+  ThreadPool pool(2);
+  runtime::Runtime rt(samba::testing::round_trip(p), pool, nullptr);
+  runtime::RunRequest req;
+  req.inputs = {x, y};
+  double loss = 0;
+  for (int i = 0; i < steps; ++i) loss = values(rt.run(req).at(0))[0];
+  return loss;
+}
+
+TEST(MixedPrecision, ConvolutionsRunInBf16AndTrainAsInFloat32) {
+  Graph g;
+  const double first = conv_loss_after(MixedPrecision::Bf16, 1, nullptr);
+  const double bf16 = conv_loss_after(MixedPrecision::Bf16, 40, &g),
+               fp32 = conv_loss_after(MixedPrecision::None, 40, nullptr);
+  int convolutions = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op->name.rfind("conv2d", 0) != 0) continue;
+    ++convolutions;
+    for (ValueId in : n.inputs) {
+      if (in != kNone) {
+        EXPECT_EQ(g.value(in).dtype, DType::BFloat16) << n.name;
+      }
+    }
+  }
+  EXPECT_EQ(convolutions, 2);    // the forward and the weight gradient (x needs none)
+  EXPECT_LT(fp32, 0.5 * first);  // it learns
+  EXPECT_NEAR(bf16, fp32, 0.02 + 0.05 * fp32);
 }
 
 }  // namespace
