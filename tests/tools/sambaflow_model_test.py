@@ -96,6 +96,7 @@ def main():
     with open("bf16.pef.log") as f:
         if "mixed precision bf16" not in f.read():
             failures.append("bf16.pef.log does not say 'mixed precision bf16'")
+    sambaflow("pef", "info", "bf16.pef", needle="(o1, mixed precision bf16)")
     p = sambaflow("run", "bf16.pef", "--input", "x=x.npy", "--output-dir", "b", needle="y -> b/y.npy")
     if p.returncode == 0 and os.path.exists("out/y.npy"):
         got, want = np.load("b/y.npy"), np.load("out/y.npy")
