@@ -126,6 +126,22 @@ TEST(MixedPrecision, AProductOutputIsGivenBackInItsTracedDtype) {
   expect_same_results(traced, g, {f32("x", {2, 4}, 6)}, 2e-2);
 }
 
+TEST(MixedPrecision, AFollowerThatRefusesMixedDtypesRunsAsTraced) {
+  // Attention wants one dtype: a bf16 query (a linear's result) beside fp32
+  // keys and values gets its traced fp32 back, and computes the same.
+  const Tensor w = f32("w", {4, 4}, 7, true);
+  const std::vector<Tensor> inputs = {f32("x", {1, 3, 4}, 8), f32("k", {1, 3, 4}, 9),
+                                      f32("v", {1, 3, 4}, 10)};
+  const Graph traced = record(inputs, [&](std::span<const Tensor> in) -> std::vector<Tensor> {
+    return {call("scaled_dot_product_attention", {call1("linear", {in[0], w}), in[1], in[2]})[0]};
+  });
+  const Graph g = autocast_bf16(traced);
+  const Node& attention = only(g, "scaled_dot_product_attention");
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(input_dtype(g, attention, i), DType::Float32) << i;
+  EXPECT_TRUE(cast_input(g, attention, 0));
+  expect_same_results(traced, g, inputs, 2e-2);
+}
+
 TEST(MixedPrecision, ModesByNameAndUnknownOnesRefused) {
   EXPECT_EQ(mixed_precision_from_name("bf16"), MixedPrecision::Bf16);
   EXPECT_EQ(mixed_precision_from_name("mp1"), MixedPrecision::Bf16);
