@@ -98,6 +98,12 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
     Tracer tracer(cg.graph);
     trace_model(spec, cg, tracer);
     Graph& g = cg.graph;
+    if (const std::span<const Pass> rewrites = forward_passes(opts.mixed_precision);
+        !rewrites.empty()) {
+      g = run_passes(std::move(g), rewrites);
+      // Values the rewrite retyped need symbols of their new dtype.
+      tracer.forget_symbols();
+    }
     if (!spec.inference) {
       BackwardOptions bo = spec.backward;
       // Micro-batches add their gradients into the parameters' gradients, so

@@ -11,6 +11,7 @@
 
 #include "compiler/autograd/backward.h"
 #include "compiler/optim/optimizer.h"
+#include "compiler/passes/mixed_precision.h"
 #include "compiler/schedule/schedule.h"
 #include "engine/pef/program.h"
 
@@ -35,6 +36,9 @@ struct GraphSpec {
 struct CompileOptions {
   std::string name = "model";
   int opt_level = 1;  // 0 (o0) or 1 (o1): the levels of passes/pipeline.h
+  // bf16 products with fp32 accumulation and fp32 master weights
+  // (passes/mixed_precision.h); recorded in the PEF's metadata.
+  MixedPrecision mixed_precision = MixedPrecision::None;
   bool io_host_memory = false;
   // Store the current values of parameters and buffers that have data in
   // the PEF, so it runs without the app's tensors (pure inference loads).

@@ -57,6 +57,7 @@ struct CompileOptions {
   int64_t batch = 0;
   double lr = 0.01;
   std::string loss;
+  std::string mixed_precision = "none";
 };
 
 // An example input of each graph input, at its declared shape; a symbolic
@@ -143,6 +144,8 @@ int compile(const CompileOptions& o) {
   check(samba_compile_options_set_pef_path(opts.get(), o.pef.c_str()));
   check(samba_compile_options_set_inference(opts.get(), o.inference ? 1 : 0));
   if (o.batch > 0) check(samba_compile_options_set_batch_size(opts.get(), o.batch));
+  // The library checks the mode, so the CLI accepts exactly what the C interface does.
+  check(samba_compile_options_set_mixed_precision(opts.get(), o.mixed_precision.c_str()));
 
   // The PEF's outputs are named after the traced ops; the ONNX names go in
   // its metadata, for `run` to name the files it writes.
@@ -167,8 +170,9 @@ int compile(const CompileOptions& o) {
   samba_optimizer* opt = optimizer.get();
   check(samba_session_compile(session.get(), samba_onnx_model_forward, model.get(), in.data(),
                               in.size(), opt ? &opt : nullptr, opt ? 1 : 0, opts.get()));
-  std::printf("wrote %s (%s, %zu inputs)\n", o.pef.c_str(), o.inference ? "inference" : "training",
-              in.size());
+  const bool fp32 = o.mixed_precision == "none" || o.mixed_precision == "mp0";
+  std::printf("wrote %s (%s, %zu inputs%s)\n", o.pef.c_str(), o.inference ? "inference" : "training",
+              in.size(), fp32 ? "" : ", mixed precision");
   return 0;
 }
 
@@ -308,6 +312,9 @@ void add_model_commands(CLI::App& app, CommandAction& action) {
       ->check(CLI::NonNegativeNumber);
   compile_cmd->add_option("--loss", c->loss,
                           "the output that is the loss (default: every output, scalars first)");
+  compile_cmd->add_option("--mixed-precision,--graphamp-preset", c->mixed_precision,
+                          "none (default) or bf16: products in bf16 with fp32 accumulation "
+                          "and fp32 master weights (SambaFlow's presets mp0 and mp1 too)");
   compile_cmd->callback([&action, c] { action = [c] { return compile(*c); }; });
 
   auto r = std::make_shared<RunOptions>();

@@ -28,9 +28,12 @@ std::string summary(const std::string& path, uint64_t file_bytes, const ProgramD
   line("file", fmt::format("{} ({})", path, human_bytes(file_bytes)));
   line("program", p.name);
   line("format", fmt::format("PEF {}.{}", p.format_major, p.format_minor));
+  std::string precision;  // set by a mixed-precision compile only
+  for (const auto& [key, value] : p.metadata)
+    if (key == "compiler.mixed_precision") precision = ", mixed precision " + value;
   line("compiler",
-       fmt::format("{} (o{})", p.compiler_version.empty() ? "unknown" : p.compiler_version,
-                   p.opt_level));
+       fmt::format("{} (o{}{})", p.compiler_version.empty() ? "unknown" : p.compiler_version,
+                   p.opt_level, precision));
   for (size_t g = 0; g < p.graphs.size(); ++g) {
     const GraphDesc& gd = p.graphs[g];
     line(

@@ -163,6 +163,14 @@ samba_status samba_compile_options_set_opt_level(samba_compile_options* o, int32
   });
 }
 
+samba_status samba_compile_options_set_mixed_precision(samba_compile_options* o, const char* mode) {
+  return SAMBA_GUARDED({
+    require(o, "opts");
+    require(mode, "mode");
+    o->program.mixed_precision = compiler::mixed_precision_from_name(mode);
+  });
+}
+
 samba_status samba_compile_options_set_inference(samba_compile_options* o, int32_t inference) {
   return SAMBA_GUARDED({
     require(o, "opts");

@@ -308,7 +308,8 @@ func TestCompileOptions(t *testing.T) {
 		t.Fatalf("TraceGraph without a model: %d outputs, run gave %d", len(traced), len(outs))
 	}
 	bad := []*CompileOptions{{PEFPath: pef, Mapping: "diagonal"}, {PEFPath: pef, BatchSize: -1},
-		{PEFPath: pef, OutputGrads: []OutputGrad{{Index: 0, Mode: GradCustom}}}}
+		{PEFPath: pef, OutputGrads: []OutputGrad{{Index: 0, Mode: GradCustom}}},
+		{PEFPath: pef, MixedPrecision: "fp16"}}
 	for _, o := range bad {
 		if err := s.Compile(model, []*Tensor{x, y}, nil, o); err == nil {
 			t.Errorf("%+v: compiled", o)

@@ -86,6 +86,7 @@ type CompileOptions struct {
 	BatchSize        int64  // -b (0: none)
 	MicroBatchSize   int64  // -mb (0: none)
 	Mapping          string // "section" (default) or "spatial"
+	MixedPrecision   string // "none" (default) or "bf16": bf16 products, fp32 accumulation and master weights
 	LossIndices      []int64
 	OutputGrads      []OutputGrad
 	IOHostMemory     bool
@@ -144,6 +145,13 @@ func (o *CompileOptions) build() (*C.samba_compile_options, error) {
 				return nil
 			}
 			return setString(func(c *C.char) C.samba_status { return C.samba_compile_options_set_mapping(co, c) }, o.Mapping)
+		},
+		func() error {
+			if o.MixedPrecision == "" {
+				return nil
+			}
+			return setString(func(c *C.char) C.samba_status { return C.samba_compile_options_set_mixed_precision(co, c) },
+				o.MixedPrecision)
 		},
 		func() error {
 			if len(o.LossIndices) == 0 {

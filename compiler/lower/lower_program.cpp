@@ -13,6 +13,7 @@ namespace samba::compiler {
 namespace {
 
 constexpr std::string_view kPassesKey = "compiler.passes";
+constexpr std::string_view kMixedPrecisionKey = "compiler.mixed_precision";
 
 pef::TensorRole role_of(const Value& v) {
   if (v.is_view()) return pef::TensorRole::Alias;
@@ -48,6 +49,7 @@ class Lowering {
     p_.opt_level = opts_.opt_level;
     p_.metadata = opts_.metadata;
     record_passes();
+    record_mixed_precision();
 
     std::vector<PlanInput> plan_in;
     for (const CompiledGraph& cg : graphs_)
@@ -100,8 +102,20 @@ class Lowering {
   void record_passes() {
     for (const auto& [key, value] : p_.metadata)
       if (key == kPassesKey) return;
-    p_.metadata.emplace_back(kPassesKey,
-                             fmt::format("{}", fmt::join(pass_names(opts_.opt_level), ", ")));
+    const auto names = pass_names(opts_.opt_level, opts_.mixed_precision);
+    p_.metadata.emplace_back(kPassesKey, fmt::format("{}", fmt::join(names, ", ")));
+  }
+
+  // A mixed-precision PEF says so (the .pef.log header shows it); an fp32
+  // one carries no entry, as before mixed precision existed.
+  void record_mixed_precision() {
+    if (opts_.mixed_precision == MixedPrecision::None) return;
+    for (const auto& [key, value] : p_.metadata)
+      SAMBA_CHECK(key != kMixedPrecisionKey, Status::InvalidArgument,
+                  "compile: metadata key '{}' is the compiler's (the mixed precision it compiled "
+                  "with)",
+                  key);
+    p_.metadata.emplace_back(kMixedPrecisionKey, mixed_precision_name(opts_.mixed_precision));
   }
 
   // Every value of a compiled graph is used (the passes erase the rest), so

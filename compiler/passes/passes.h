@@ -2,7 +2,8 @@
 // the nodes it made redundant erased (Graph::erase_nodes), so no pass ever
 // meets a node an earlier one removed. They run after autograd and the
 // optimizers, on the whole training step, in the order an optimization
-// level's pipeline lists (pipeline.h).
+// level's pipeline lists (pipeline.h); the rewrites mixed precision asks for
+// (mixed_precision.h) run before autograd, on the forward graph.
 #pragma once
 
 #include "compiler/ir/graph.h"

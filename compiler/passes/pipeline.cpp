@@ -15,6 +15,9 @@ constexpr Pass kO1Passes[] = {
     {"fuse_gemm_epilogues", fuse_gemm_epilogues},
     {"eliminate_dead_code", eliminate_dead_code},
 };
+constexpr Pass kBf16ForwardPasses[] = {
+    {"autocast_bf16", autocast_bf16},
+};
 const OptLevel kLevels[] = {
     {kO0Passes, false},
     {kO1Passes, true},
@@ -28,8 +31,14 @@ const OptLevel& opt_level(int level) {
   return kLevels[level];
 }
 
-std::vector<std::string_view> pass_names(int level) {
+std::span<const Pass> forward_passes(MixedPrecision m) {
+  if (m == MixedPrecision::Bf16) return kBf16ForwardPasses;
+  return {};
+}
+
+std::vector<std::string_view> pass_names(int level, MixedPrecision m) {
   std::vector<std::string_view> names;
+  for (const Pass& p : forward_passes(m)) names.push_back(p.name);
   for (const Pass& p : opt_level(level).passes) names.push_back(p.name);
   return names;
 }

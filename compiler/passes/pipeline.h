@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/passes/mixed_precision.h"
 #include "compiler/passes/passes.h"
 
 namespace samba::compiler {
@@ -27,8 +28,13 @@ struct OptLevel {
 // The level `opt_level` names (0 or 1); throws InvalidArgument for others.
 const OptLevel& opt_level(int opt_level);
 
-// The names of a level's passes, in order.
-std::vector<std::string_view> pass_names(int opt_level);
+// The rewrites of the traced forward graph that mixed precision `m` asks
+// for, run before autograd so the backward is built from their result.
+std::span<const Pass> forward_passes(MixedPrecision m);
+
+// The names of the passes a compile runs, in order: the forward rewrites of
+// `m`, then the level's passes.
+std::vector<std::string_view> pass_names(int opt_level, MixedPrecision m = MixedPrecision::None);
 
 // Runs `passes` on g in order, checking the graph's invariants after each;
 // an invariant a pass broke is reported with the pass's name.

@@ -25,6 +25,13 @@ std::string Tracer::unique_name(std::string base, const char* fallback_prefix) {
   }
 }
 
+void Tracer::forget_symbols() {
+  for (const Tensor& s : symbols_)
+    if (s.defined()) ids_.erase(s.impl());
+  symbols_.assign(g_.values.size(), Tensor());
+  for (const Value& v : g_.values) by_name_[v.name] = v.id;
+}
+
 Tensor Tracer::symbol(ValueId v) {
   if (symbols_.size() < g_.values.size()) symbols_.resize(g_.values.size());
   Tensor& s = symbols_[v];

@@ -33,6 +33,11 @@ class Tracer final : public OpInterceptor {
   // the model receives.
   Tensor add_input(const Tensor& example, const Dims& shape, int32_t batch_dim);
 
+  // Drops the symbolic tensors made so far, after a pass changed the graph
+  // under the tracer (values retyped, values added): symbol() then makes
+  // them anew from the graph. Host tensors keep their values.
+  void forget_symbols();
+
   // The symbolic tensor standing for value `v`.
   Tensor symbol(ValueId v);
   // The value `t` stands for: a symbol of this trace, or a host tensor

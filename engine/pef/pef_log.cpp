@@ -80,6 +80,12 @@ class LogWriter {
     fmt::format_to(out_, "compiler        {}\n",
                    p_.compiler_version.empty() ? "(unknown)" : p_.compiler_version);
     fmt::format_to(out_, "opt level       o{}\n", p_.opt_level);
+    // Set by the compiler for a mixed-precision compile (compiler/passes/mixed_precision.h).
+    std::string precision = "none (the dtypes the model traced)";
+    for (const auto& [key, value] : p_.metadata)
+      if (key == "compiler.mixed_precision")
+        precision = value + " (bf16 products, fp32 accumulation and weights)";
+    fmt::format_to(out_, "mixed precision {}\n", precision);
     // A PEF is the same on every CPU; its FLOP and byte estimates are read
     // against the kernels of the machine that compiled it.
     fmt::format_to(out_, "host isa        {}\n", isa_name(active_isa()));

@@ -48,6 +48,7 @@ typedef struct {
   const char* checkpoint;
   const char* profile;
   const char* dump;
+  const char* mixed_precision;
   int max_steps;
   int batch, micro_batch, hidden, epochs, iterations, inference, o0;
   double lr, momentum, weight_decay, min_accuracy;
@@ -56,6 +57,7 @@ typedef struct {
 static void usage(void) {
   fprintf(stderr,
           "usage: " PROGRAM " compile [-b B] [-mb MB] [--inference] [-p PEF] [--hidden H] [--o0]\n"
+          "                         [--mixed-precision none|bf16]\n"
           "       " PROGRAM " run -p PEF [--epochs N] [--inference] [--data CSV] [--checkpoint FILE]\n"
           "                     [--profile TRACE.json] [--min-accuracy A] [-b B] [--hidden H]\n"
           "       " PROGRAM " measure-performance -p PEF [--iterations N] [--inference] [-b B]\n");
@@ -74,6 +76,7 @@ static Options parse_options(int argc, char** argv) {
       {"dump", required_argument, NULL, 'D'},        {"steps", required_argument, NULL, 's'},
       {"lr", required_argument, NULL, 'l'},          {"min-accuracy", required_argument, NULL, 'a'},
       {"inference", no_argument, NULL, 'I'},         {"o0", no_argument, NULL, 'O'},
+      {"mixed-precision", required_argument, NULL, 'M'},
       {NULL, 0, NULL, 0}};
   Options o;
   int c;
@@ -81,6 +84,7 @@ static Options parse_options(int argc, char** argv) {
   o.pef = "out/resffn_logreg.pef";
   o.data = "examples/data/digits.csv.gz";
   o.checkpoint = "out/resffn_logreg.ckpt";
+  o.mixed_precision = "none";
   o.batch = 64;
   o.hidden = 128;
   o.epochs = 30;
@@ -108,6 +112,7 @@ static Options parse_options(int argc, char** argv) {
       case 'a': o.min_accuracy = digits_option_double(optarg, "--min-accuracy", 0, 1, PROGRAM); break;
       case 'I': o.inference = 1; break;
       case 'O': o.o0 = 1; break;
+      case 'M': o.mixed_precision = optarg; break; /* the library refuses an unknown mode */
       default: usage(); /* getopt printed what it did not understand */
     }
   }
@@ -290,6 +295,7 @@ static int cmd_compile(const Options* o) {
   check(samba_compile_options_set_batch_size(co, o->batch), "set batch size");
   check(samba_compile_options_set_micro_batch_size(co, o->micro_batch), "set micro-batch size");
   check(samba_compile_options_set_opt_level(co, o->o0 ? 0 : 1), "set opt level");
+  check(samba_compile_options_set_mixed_precision(co, o->mixed_precision), "set mixed precision");
   check(samba_compile_options_set_loss_indices(co, (const int64_t[]){0}, 1), "set loss indices");
   check(samba_session_compile(s, resffn, &m, in, 2, opt ? &opt : NULL, opt ? 1 : 0, co), "compile");
   printf("compiled %s (%s, batch %d%s, o%d) in %.2f s; see %s.log\n", o->pef,

@@ -11,6 +11,7 @@ per-step losses of the two agree.
     python3 resffn_logreg.py run -b 64 -p out/resffn.pef [--epochs 30] [--host-loss]
     python3 resffn_logreg.py measure-performance -b 64 -p out/resffn.pef
     python3 resffn_logreg.py compile -b 64 --inference -p out/resffn_inf.pef
+    python3 resffn_logreg.py compile -b 64 --mixed-precision bf16 -p out/resffn_bf16.pef
 
 run trains (or, with --host-loss, runs FWD on the device, computes the loss
 in PyTorch on the host and feeds its gradient back with grad_of_outputs),

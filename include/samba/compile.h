@@ -118,6 +118,22 @@ SAMBA_API samba_status samba_compile_options_set_pef_path(samba_compile_options*
 SAMBA_API samba_status samba_compile_options_set_opt_level(samba_compile_options* opts,
                                                           int32_t level);
 
+/* Mixed precision (SambaFlow's mixed-precision compile; its GraphAMP
+ * presets "mp0" and "mp1" are accepted for "none" and "bf16"):
+ *   "none"  every op in the dtypes the model traced (the default);
+ *   "bf16"  matrix products and convolutions take bf16 operands and give bf16
+ *           results, accumulating in fp32 inside the kernel; reductions,
+ *           softmax, normalizations, losses, exp and log run in fp32 (their
+ *           bf16 inputs cast up); other ops run in the dtype of their inputs.
+ *           Parameters stay fp32 (the master weights the optimizer updates,
+ *           with fp32 gradients), and outputs keep the dtype they were
+ *           traced with. Inference compiles are rewritten the same way.
+ * The PEF records the mode (metadata "compiler.mixed_precision") and its
+ * .pef.log shows it. Errors: NULL_POINTER, INVALID_ARGUMENT (another mode;
+ * the message lists the accepted ones). */
+SAMBA_API samba_status samba_compile_options_set_mixed_precision(samba_compile_options* opts,
+                                                                const char* mode);
+
 /* An inference compile (--inference): forward only, no gradients and no
  * optimizer. Errors: NULL_POINTER. */
 SAMBA_API samba_status samba_compile_options_set_inference(samba_compile_options* opts,

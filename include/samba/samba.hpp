@@ -293,6 +293,10 @@ class CompileOptions {
   CompileOptions& name(const std::string& n) { return done(samba_compile_options_set_name(h_.get(), n.c_str())); }
   CompileOptions& inference(bool v) { return done(samba_compile_options_set_inference(h_.get(), v ? 1 : 0)); }
   CompileOptions& opt_level(int v) { return done(samba_compile_options_set_opt_level(h_.get(), v)); }
+  // "none" or "bf16" (samba_compile_options_set_mixed_precision).
+  CompileOptions& mixed_precision(const std::string& mode) {
+    return done(samba_compile_options_set_mixed_precision(h_.get(), mode.c_str()));
+  }
   CompileOptions& loss_indices(const std::vector<int64_t>& v) {
     return done(samba_compile_options_set_loss_indices(h_.get(), v.data(), v.size()));
   }

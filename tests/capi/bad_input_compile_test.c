@@ -74,6 +74,11 @@ int main(void) {
   CHECK_FAILS(samba_compile_options_set_batch_size(co, -1), SAMBA_ERR_INVALID_ARGUMENT, "negative");
   CHECK_FAILS(samba_compile_options_set_micro_batch_size(co, -3), SAMBA_ERR_INVALID_ARGUMENT, "negative");
   CHECK_FAILS(samba_compile_options_set_mapping(co, "diagonal"), SAMBA_ERR_INVALID_ARGUMENT, "diagonal");
+  CHECK_FAILS(samba_compile_options_set_mixed_precision(co, "fp16"), SAMBA_ERR_INVALID_ARGUMENT,
+              "'fp16' is not supported; expected 'none' or 'bf16'");
+  CHECK_FAILS(samba_compile_options_set_mixed_precision(co, "mp4"), SAMBA_ERR_INVALID_ARGUMENT, "mp4");
+  CHECK_FAILS(samba_compile_options_set_mixed_precision(co, NULL), SAMBA_ERR_NULL_POINTER, "mode");
+  CHECK_FAILS(samba_compile_options_set_mixed_precision(NULL, "bf16"), SAMBA_ERR_NULL_POINTER, "opts");
   CHECK_FAILS(samba_compile_options_set_loss_indices(co, NULL, 2), SAMBA_ERR_NULL_POINTER, "indices");
   CHECK_FAILS(samba_compile_options_set_output_grad(co, 0, 9, NULL), SAMBA_ERR_INVALID_ARGUMENT, "mode 9");
   CHECK_FAILS(samba_compile_options_set_output_grad(co, 0, SAMBA_OUTPUT_GRAD_CUSTOM, NULL), SAMBA_ERR_NULL_POINTER,

@@ -5,7 +5,7 @@
 # when PyTorch is installed, that 20 training steps match PyTorch's.
 #
 #   resffn_logreg_test.sh APP DATA SOURCE_DIR MODE
-# MODE: train | micro | torch
+# MODE: train | micro | torch | bf16
 set -euo pipefail
 app=$1 data=$2 src=$3 mode=$4
 work=$(mktemp -d)
@@ -27,6 +27,17 @@ case $mode in
     "$app" compile -b 64 -mb 16 -p "$work/micro.pef"
     grep -q "micro-batch 16" "$work/micro.pef.log"
     "$app" run -p "$work/micro.pef" --data "$data" --epochs 20 --checkpoint "$work/w.ckpt" --min-accuracy 0.95
+    ;;
+  bf16)
+    # Mixed precision trains to the accuracy the fp32 compile must reach.
+    "$app" compile -b 64 --mixed-precision bf16 -p "$work/bf16.pef"
+    grep -q "mixed precision bf16" "$work/bf16.pef.log"
+    "$app" run -p "$work/bf16.pef" --data "$data" --epochs 30 --checkpoint "$work/w.ckpt" --min-accuracy 0.95
+    if "$app" compile -b 64 --mixed-precision fp8 -p "$work/bad.pef" 2> "$work/err.txt"; then
+      echo "--mixed-precision fp8 was accepted" >&2
+      exit 1
+    fi
+    grep -q "'fp8' is not supported; expected 'none' or 'bf16'" "$work/err.txt"
     ;;
   torch)
     source "$src/tests/examples/torch_python.sh"

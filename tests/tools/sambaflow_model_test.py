@@ -89,7 +89,23 @@ def main():
                                                                               np.load("t2/y.npy")):
         failures.append("two runs of a freshly loaded training PEF differ")
 
+    # Mixed precision: the PEF and its log say bf16, and the softmax outputs
+    # agree with the fp32 compile's to bf16 precision.
+    sambaflow("compile", MLP, "-o", "bf16.pef", "--inference", "-b", "2", "--mixed-precision", "bf16",
+              needle="wrote bf16.pef (inference, 1 inputs, mixed precision)")
+    with open("bf16.pef.log") as f:
+        if "mixed precision bf16" not in f.read():
+            failures.append("bf16.pef.log does not say 'mixed precision bf16'")
+    sambaflow("pef", "info", "bf16.pef", needle="(o1, mixed precision bf16)")
+    p = sambaflow("run", "bf16.pef", "--input", "x=x.npy", "--output-dir", "b", needle="y -> b/y.npy")
+    if p.returncode == 0 and os.path.exists("out/y.npy"):
+        got, want = np.load("b/y.npy"), np.load("out/y.npy")
+        if got.dtype != np.float32 or not np.allclose(got, want, atol=2e-2):
+            failures.append(f"the bf16 PEF's output {got} is not the fp32 one {want} to bf16 precision")
+
     # Bad input: each an error naming what was wrong.
+    sambaflow("compile", MLP, "-o", "m.pef", "--mixed-precision", "fp8", want_rc=1,
+              needle="mixed precision 'fp8' is not supported; expected 'none' or 'bf16'")
     sambaflow("compile", "missing.onnx", "-o", "m.pef", want_rc=2, needle="missing.onnx")
     sambaflow("compile", "bad.npy", "-o", "m.pef", want_rc=1, needle="not a valid ONNX ModelProto")
     sambaflow("compile", MLP, "-o", "m.pef", "--loss", "nope", want_rc=1, needle="its outputs are: y")

@@ -163,10 +163,13 @@ compiler::GraphSpec one_op_model(const OpDef& op, const std::vector<Tensor>& inp
   return s;
 }
 
-std::unique_ptr<runtime::Runtime> load(const compiler::GraphSpec& spec, int opt_level) {
+std::unique_ptr<runtime::Runtime> load(
+    const compiler::GraphSpec& spec, int opt_level,
+    compiler::MixedPrecision precision = compiler::MixedPrecision::None) {
   static ThreadPool pool(1);
   compiler::CompileOptions options;
   options.opt_level = opt_level;
+  options.mixed_precision = precision;
   return std::make_unique<runtime::Runtime>(round_trip(compiler::compile_program({spec}, options)),
                                             pool, nullptr);
 }
@@ -189,10 +192,11 @@ std::vector<Tensor> eager_results(const OpDef& op, const std::vector<Tensor>& in
 
 // The same, from the compiled one-op model (updated inputs read back from
 // the device).
-std::vector<Tensor> compiled_results(const OpDef& op, const std::vector<Tensor>& inputs,
-                                     const Attrs& attrs, int opt_level) {
+std::vector<Tensor> compiled_results(
+    const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int opt_level,
+    compiler::MixedPrecision precision = compiler::MixedPrecision::None) {
   const compiler::GraphSpec spec = one_op_model(op, inputs, attrs);
-  const std::unique_ptr<runtime::Runtime> rt = load(spec, opt_level);
+  const std::unique_ptr<runtime::Runtime> rt = load(spec, opt_level, precision);
   runtime::RunRequest request;
   request.inputs = spec.inputs;
   std::vector<Tensor> results = rt->run(request);
@@ -218,6 +222,21 @@ TEST_P(SweepCompiled, MatchesEager) {
                                                       : 1e-2);
       }
     }
+  });
+  if (!covered) GTEST_SKIP() << exclusion_of(op.name);
+}
+
+// A bf16 mixed-precision compile of each op on fp32 inputs runs, returns
+// its outputs in the traced dtypes, and computes fp32's results to bf16
+// precision: the rewrite never leaves an op with inputs it refuses.
+TEST_P(SweepCompiled, Bf16MixedPrecisionMatchesFloat32) {
+  const OpDef& op = OpRegistry::global().get(GetParam());
+  const bool covered = for_each_recipe(op, [&](const Recipe& r) {
+    if (!r.not_compiled.empty()) return;
+    const std::vector<Tensor> inputs = floats_as(recipe_inputs(op, r), DType::Float32);
+    expect_same_outputs(
+        compiled_results(op, inputs, r.attrs, 1, compiler::MixedPrecision::Bf16),
+        eager_results(op, inputs, r.attrs), 3e-2);
   });
   if (!covered) GTEST_SKIP() << exclusion_of(op.name);
 }

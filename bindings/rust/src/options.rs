@@ -75,6 +75,13 @@ impl CompileOptions {
         let s = unsafe { sys::samba_compile_options_set_opt_level(self.0, level) };
         self.set(s)
     }
+    /// "none" (default) or "bf16": products in bf16 with fp32 accumulation,
+    /// sensitive ops in fp32, fp32 master weights (docs/user-guide.md).
+    pub fn mixed_precision(self, mode: &str) -> Result<Self> {
+        let m = cstr(mode)?;
+        let s = unsafe { sys::samba_compile_options_set_mixed_precision(self.0, m.as_ptr()) };
+        self.set(s)
+    }
     /// Forward only: no gradients and no optimizer.
     pub fn inference(self, on: bool) -> Result<Self> {
         let s = unsafe { sys::samba_compile_options_set_inference(self.0, on as i32) };

@@ -345,6 +345,10 @@ fn the_loader_gives_batches_in_order_and_the_producers_errors() {
 #[test]
 fn compile_options_are_checked_and_schemas_are_json() {
     assert_eq!(CompileOptions::new().unwrap().opt_level(5).err().unwrap().status_name, "SAMBA_ERR_INVALID_ARGUMENT");
+    let refused = CompileOptions::new().unwrap().mixed_precision("fp16").err().unwrap();
+    assert_eq!(refused.status_name, "SAMBA_ERR_INVALID_ARGUMENT");
+    assert!(refused.message.contains("expected 'none' or 'bf16'"), "{}", refused.message);
+    assert!(CompileOptions::new().unwrap().mixed_precision("bf16").is_ok());
     assert_eq!(
         CompileOptions::new().unwrap().mapping("diagonal").err().unwrap().status_name,
         "SAMBA_ERR_INVALID_ARGUMENT"

@@ -6,7 +6,8 @@ import os
 import sys
 import threading
 
-from ._lib import MODEL_FN, NativeSession, Owned, P, c_size, call, check, default_session, lib, out_handle, strings
+from ._lib import (MODEL_FN, NativeSession, Owned, P, SambaError, c_size, call, check, default_session, lib, out_handle,
+                   strings)
 from . import distributed
 from .session_dist import DataParallelSession, set_run_options_data_parallel
 from .onnx_import import OnnxModel, is_onnx_model
@@ -145,7 +146,7 @@ class SambaSession(DataParallelSession):
     def compile(self, model, inputs, optimizers=None, name="", loss_indices=None, io_host_memory=None,
                 pef_path=None, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
                 init_output_grads=True, mapping="section", grad_accumulation=False, metadata=None,
-                data_parallel=False, world_size=None, bucket_bytes=0, **_deprecated):
+                data_parallel=False, world_size=None, bucket_bytes=0, mixed_precision=None, **_deprecated):
         """Traces `model(*inputs)` with its optimizers and writes the PEF
         (pef_path, or '<name>.pef'); returns the path.
 
@@ -166,13 +167,20 @@ class SambaSession(DataParallelSession):
         data_parallel (--data-parallel -ws N): the PEF runs on `world_size`
         replicas (default: this job's size), each on its share of the batch,
         with a REDUCE section averaging the gradients in buckets of about
-        `bucket_bytes` (0: 25 MiB); docs/DISTRIBUTED.md."""
+        `bucket_bytes` (0: 25 MiB); docs/DISTRIBUTED.md.
+
+        mixed_precision (--mixed-precision): "bf16" runs matrix products and
+        convolutions on bf16 operands with fp32 accumulation and keeps
+        reductions, softmax, normalizations and losses in fp32; parameters
+        stay fp32 master weights (docs/user-guide.md, "Mixed precision").
+        None or "none": the dtypes the model traced. Other values raise
+        ValueError. Inside disable_graphamp() the compile is fp32."""
         name = name or ("onnx_model" if is_onnx_model(model) else getattr(type(model), "__name__", "model")) or "model"
         tensors, keys = _inputs(inputs)
         cb = _model_callback(model, keys)
         with self._compile_options(name, pef_path or f"{name}.pef", inference, batch_size, micro_batch_size,
                                    opt_level, loss_indices, io_host_memory, mapping, grad_accumulation,
-                                   metadata) as co:
+                                   metadata, self._mixed_precision(mixed_precision)) as co:
             self._set_compile_data_parallel(co, data_parallel, world_size, bucket_bytes)
             opts, n_opts = _optimizer_handles(None if inference else optimizers)
             self._run_model_call("samba_session_compile", cb, self._h, cb.fn, cb.user_data, to_handles(tensors),
@@ -182,7 +190,7 @@ class SambaSession(DataParallelSession):
     @staticmethod
     def _compile_options(name, path, inference=False, batch_size=0, micro_batch_size=0, opt_level=1,
                          loss_indices=None, io_host_memory=None, mapping="section", grad_accumulation=False,
-                         metadata=None):
+                         metadata=None, mixed_precision=None):
         """samba_compile_options for these settings, released on leaving `with`."""
         co = Owned("compile_options")
         try:
@@ -191,6 +199,11 @@ class SambaSession(DataParallelSession):
                 call("samba_compile_options_set_pef_path", co, path.encode())
             call("samba_compile_options_set_inference", co, ctypes.c_int32(1 if inference else 0))
             call("samba_compile_options_set_opt_level", co, ctypes.c_int32(opt_level))
+            if mixed_precision is not None:
+                try:
+                    call("samba_compile_options_set_mixed_precision", co, str(mixed_precision).encode())
+                except SambaError as e:
+                    raise ValueError(e.message) from e
             call("samba_compile_options_set_io_host_memory", co, ctypes.c_int32(1 if io_host_memory else 0))
             call("samba_compile_options_set_mapping", co, (mapping or "section").encode())
             call("samba_compile_options_set_grad_accumulation", co, ctypes.c_int32(1 if grad_accumulation else 0))
@@ -261,8 +274,17 @@ class SambaSession(DataParallelSession):
 
     @contextlib.contextmanager
     def disable_graphamp(self):
-        """Accepted for compatibility: Samba has no graph AMP pass to disable."""
-        yield
+        """Compiles inside the block are fp32 whatever their mixed_precision
+        (SambaFlow's way to keep a graph out of automatic mixed precision)."""
+        before = getattr(self, "_graphamp_disabled", False)
+        self._graphamp_disabled = True
+        try:
+            yield
+        finally:
+            self._graphamp_disabled = before
+
+    def _mixed_precision(self, mode):
+        return "none" if getattr(self, "_graphamp_disabled", False) else mode
 
     # ---- multigraph ----------------------------------------------------------------------
     def add_graph(self, graph, overwrite=False):
@@ -272,10 +294,12 @@ class SambaSession(DataParallelSession):
         self._graphs = [g for g in getattr(self, "_graphs", []) if not (overwrite and g.name == graph.name)]
         self._graphs.append(graph)
 
-    def compile_multigraph(self, name="", samba_only=False, pef_path=None, opt_level=1, **_deprecated):
-        """Compiles the added graphs, in order, into one PEF; returns its path."""
+    def compile_multigraph(self, name="", samba_only=False, pef_path=None, opt_level=1, mixed_precision=None,
+                           **_deprecated):
+        """Compiles the added graphs, in order, into one PEF; returns its path. mixed_precision: as compile's."""
         name = name or "multigraph"
-        with self._compile_options(name, pef_path or f"{name}.pef", opt_level=opt_level) as co:
+        with self._compile_options(name, pef_path or f"{name}.pef", opt_level=opt_level,
+                                   mixed_precision=self._mixed_precision(mixed_precision)) as co:
             call("samba_session_compile_multigraph", self._h, co)
         return pef_path or f"{name}.pef"
 

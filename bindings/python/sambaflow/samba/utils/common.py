@@ -21,6 +21,11 @@ def _common_args(p):
     p.add_argument("--output-folder", default="out", help="where compile writes the PEF when -p is not given")
     p.add_argument("--mapping", default="section", choices=("section", "spatial"))
     p.add_argument("--o0", action="store_true", help="no graph optimizations (one op per kernel)")
+    p.add_argument("--mixed-precision", default="none", choices=("none", "bf16"),
+                   help="bf16: matrix products and convolutions in bf16 with fp32 accumulation, fp32 master "
+                   "weights (docs/user-guide.md, Mixed precision)")
+    p.add_argument("--graphamp-preset", dest="mixed_precision", choices=("mp0", "mp1"),
+                   help="SambaFlow's GraphAMP presets: mp0 is --mixed-precision none, mp1 is bf16")
     p.add_argument("--seed", type=int, default=None, help="random seed of the default session")
     p.add_argument("--num-iterations", type=int, default=100, help="timed runs of measure-performance")
     p.add_argument("--run-graph-only", action="store_true", help="accepted for compatibility")
@@ -85,7 +90,8 @@ def common_app_driver(args, model, inputs, optim=None, name=None, init_output_gr
                                inference=args.inference, batch_size=args.batch_size,
                                micro_batch_size=args.microbatch_size, opt_level=0 if args.o0 else 1,
                                loss_indices=loss_indices, mapping=args.mapping, data_parallel=args.data_parallel,
-                               world_size=args.world_size, bucket_bytes=args.bucket_bytes)
+                               world_size=args.world_size, bucket_bytes=args.bucket_bytes,
+                               mixed_precision=getattr(args, "mixed_precision", None))
         replicas = f" for {args.world_size or utils.get_world_size()} data-parallel replicas" if args.data_parallel else ""
         print(f"compiled {name} into {path}{replicas} (log: {path}.log)")
         return path
