@@ -77,6 +77,8 @@ struct DirectRun {
         state(program->desc().memory.arena_bytes),
         ctx(std::make_unique<runtime::ExecutionContext>(program, state)) {
     values.argins = &ctx->argin_values();
+    // The constants (the chain's 0.5 and 0.25), as a Runtime's load does.
+    runtime::write_initial_values(program->desc(), state);
   }
   const runtime::KernelPlan& only_kernel() const {
     return program->kernels()[static_cast<size_t>(program->sections()[0].kernels[0])];

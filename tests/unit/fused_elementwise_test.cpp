@@ -149,12 +149,7 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
     auto* p = static_cast<uint32_t*>(ctx.tensor(u).raw_data());
     std::fill_n(p, ctx.tensor(u).numel(), kMarker);
   }
-  // The constants (0.5, 0.25) as the runtime's load puts them on the device.
-  for (size_t t = 0; t < d.tensors.size(); ++t)
-    if (d.tensors[t].blob >= 0 && !pef::in_activation_area(d.tensors[t].role)) {
-      const auto& blob = d.blobs[static_cast<size_t>(d.tensors[t].blob)].data;
-      std::memcpy(ctx.tensor(static_cast<int32_t>(t)).raw_data(), blob.data(), blob.size());
-    }
+  write_initial_values(d, state);  // the constants 0.5 and 0.25
   ctx.tensor(d.graphs[0].inputs[0]).copy_from(s.inputs[0]);
   RunValues values;
   values.argins = &ctx.argin_values();
