@@ -168,7 +168,7 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
 }
 
 TEST(FusedElementwise, ChainsThatDoNotQualifyRunOpByOp) {
-  // A column broadcast, a bf16 chain, and a float64 operand.
+  // A column broadcast, a bf16 chain, a float64 operand and a strided view.
   Tensor col = named(rand_tensor({kRows, 1}, DType::Float32, 6), "col");
   Tensor wide = named(rand_tensor({kRows, kCols}, DType::Float64, 7), "wide");
   auto model = [](auto in) -> std::vector<Tensor> {
@@ -179,6 +179,13 @@ TEST(FusedElementwise, ChainsThatDoNotQualifyRunOpByOp) {
                                    {x_input(DType::BFloat16)}),
                          0);
   expect_same_as_unfused(inference(model, {x_input(), wide}), 0);
+  // A transposed view read in place: its elements are not the output's order.
+  Tensor tall = named(rand_tensor({kCols, kRows}, DType::Float32, 8), "tall");
+  auto transposed = [](auto in) -> std::vector<Tensor> {
+    Tensor t = call1("transpose", {in[1]}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+    return {call1("tanh", {call1("add", {in[0], t})})};
+  };
+  expect_same_as_unfused(inference(transposed, {x_input(), tall}), 0);
 }
 
 // Training: the forward chain and the backward chains of its gradient
