@@ -8,12 +8,17 @@
 //     16M floats compiled into one kernel, against the same ops called
 //     eagerly one by one (each a pass over memory): bytes_per_second counts
 //     the chain's own traffic (x read once, the result written once), to be
-//     read against memcpy's rate in machine_bench.
+//     read against memcpy's rate over the same bytes (BM_MemcpyChainBytes,
+//     in the same run) and in machine_bench. The compiled chain's counters
+//     say whether the runtime runs it as one fused pass and the bytes that
+//     pass moves (moved_MB: x read and the result written, each once, when
+//     no intermediate is stored).
 // All on a pool of 2 threads.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 
 #include "compiler/compile.h"
@@ -21,6 +26,7 @@
 #include "engine/ops/operands.h"
 #include "engine/pef/reader.h"
 #include "engine/pef/writer.h"
+#include "engine/runtime/fused_elementwise.h"
 #include "engine/runtime/runtime.h"
 
 using namespace samba;
@@ -71,6 +77,8 @@ struct DirectRun {
         state(program->desc().memory.arena_bytes),
         ctx(std::make_unique<runtime::ExecutionContext>(program, state)) {
     values.argins = &ctx->argin_values();
+    // The constants (the chain's 0.5 and 0.25), as a Runtime's load does.
+    runtime::write_initial_values(program->desc(), state);
   }
   const runtime::KernelPlan& only_kernel() const {
     return program->kernels()[static_cast<size_t>(program->sections()[0].kernels[0])];
@@ -150,6 +158,9 @@ void BM_ElementwiseChainCompiled(benchmark::State& state) {
   state.counters["kernels"] = static_cast<double>(d.program->sections()[0].kernels.size());
   state.counters["GFLOPS_pef"] = benchmark::Counter(d.only_kernel().flops * 1e-9,
                                                     benchmark::Counter::kIsIterationInvariantRate);
+  const auto& fused = d.only_kernel().fused;
+  state.counters["fused"] = fused ? 1 : 0;
+  state.counters["moved_MB"] = (fused ? fused->bytes_moved() : d.only_kernel().bytes) * 1e-6;
 }
 BENCHMARK(BM_ElementwiseChainCompiled)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -162,6 +173,28 @@ void BM_ElementwiseChainEager(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 8 * kChain);
 }
 BENCHMARK(BM_ElementwiseChainEager)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The floor for the chain: copying x's bytes to another buffer of the same
+// size, split over the pool as the fused pass is (read 4 bytes, write 4
+// bytes per element).
+void BM_MemcpyChainBytes(benchmark::State& state) {
+  ThreadPool pool(kThreads);
+  ThreadPool::Scope scope(&pool);
+  Tensor x = input_named(kChain, "x");
+  Tensor y = Tensor::empty({kChain}, DType::Float32);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  pool.arena().execute([&] {
+    for (auto _ : state) {
+      parallel_for(kChain, int64_t{1} << 16, [&](int64_t b, int64_t e) {
+        std::memcpy(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+      });
+      benchmark::ClobberMemory();
+    }
+  });
+  state.SetBytesProcessed(state.iterations() * 8 * kChain);
+}
+BENCHMARK(BM_MemcpyChainBytes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

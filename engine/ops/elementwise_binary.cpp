@@ -20,6 +20,27 @@ void check_alpha(double alpha, DType out, const std::string& op) {
               dtype_name(out));
 }
 
+// run(f) with the compute of a + alpha * b in type A (sub passes -alpha).
+template <typename A, typename Run>
+decltype(auto) with_add_compute(double alpha, Run run) {
+  if (alpha == 1.0)
+    return run([](int64_t n, A* __restrict o, const A* x, const A* y) {
+      for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_add(x[i], y[i]);
+    });
+  if (alpha == -1.0)
+    return run([](int64_t n, A* __restrict o, const A* x, const A* y) {
+      for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_sub(x[i], y[i]);
+    });
+  A k;
+  if constexpr (std::is_floating_point_v<A>)
+    k = static_cast<A>(alpha);
+  else
+    k = static_cast<A>(static_cast<int64_t>(alpha));
+  return run([k](int64_t n, A* __restrict o, const A* x, const A* y) {
+    for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_add(x[i], ew::wrap_mul(k, y[i]));
+  });
+}
+
 // out = a + alpha * b (sub passes -alpha).
 void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, const char* op) {
   if (out.dtype() == DType::Bool) {  // boolean add is "or"; alpha acts as a bool
@@ -33,29 +54,17 @@ void add_scaled(const Tensor& out, const Tensor& a, const Tensor& b, double alph
   }
   ew::dispatch_numeric(out.dtype(), op, [&](auto tag) {
     using A = typename decltype(tag)::type;
-    if (alpha == 1.0) {
-      ew::for_each_block<A, A, A>(out, {a, b}, kMinGrain,
-                                  [](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                    for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_add(x[i], y[i]);
-                                  });
-    } else if (alpha == -1.0) {
-      ew::for_each_block<A, A, A>(out, {a, b}, kMinGrain,
-                                  [](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                    for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_sub(x[i], y[i]);
-                                  });
-    } else {
-      A k;
-      if constexpr (std::is_floating_point_v<A>)
-        k = static_cast<A>(alpha);
-      else
-        k = static_cast<A>(static_cast<int64_t>(alpha));
-      ew::for_each_block<A, A, A>(out, {a, b}, kMinGrain,
-                                  [k](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                    for (int64_t i = 0; i < n; ++i)
-                                      o[i] = ew::wrap_add(x[i], ew::wrap_mul(k, y[i]));
-                                  });
-    }
+    with_add_compute<A>(alpha,
+                        [&](auto f) { ew::for_each_block<A, A, A>(out, {a, b}, kMinGrain, f); });
   });
+}
+
+// The float32 block of a + sign * alpha * b.
+Float32BlockFn add_block(double sign) {
+  return [sign](const Attrs& attrs) {
+    return with_add_compute<float>(sign * attrs.f("alpha"),
+                                   [](auto f) { return ew::float32_block_of<2>(f); });
+  };
 }
 
 // Gradient of a + alpha * b.
@@ -71,6 +80,18 @@ std::vector<Tensor> add_grad(const GradContext& c, double alpha) {
   }
   return {ga, gb};
 }
+
+// ---- mul ----------------------------------------------------------------------------
+
+constexpr auto kMultiply = [](int64_t n, auto* __restrict o, const auto* x, const auto* y) {
+  using A = std::remove_cvref_t<decltype(*o)>;
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<A, bool>)
+      o[i] = x[i] && y[i];
+    else
+      o[i] = ew::wrap_mul(x[i], y[i]);
+  }
+};
 
 // ---- div ----------------------------------------------------------------------------
 
@@ -137,6 +158,11 @@ void int_div_kernel(const Tensor& out, const Tensor& a, const Tensor& b) {
               kFloor ? "floor" : "trunc", dtype_name(out.dtype()));
 }
 
+// True division's compute.
+constexpr auto kDivide = [](int64_t n, auto* __restrict o, const auto* x, const auto* y) {
+  for (int64_t i = 0; i < n; ++i) o[i] = x[i] / y[i];
+};
+
 void div_kernel(KernelContext& c) {
   const Tensor& out = c.outputs[0];
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
@@ -144,10 +170,7 @@ void div_kernel(KernelContext& c) {
   if (mode == Rounding::None) {
     ew::dispatch_float(out.dtype(), "div", [&](auto tag) {
       using A = typename decltype(tag)::type;
-      ew::for_each_block<A, A, A>(out, {a, b}, ew::grain_for(2),
-                                  [](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                    for (int64_t i = 0; i < n; ++i) o[i] = x[i] / y[i];
-                                  });
+      ew::for_each_block<A, A, A>(out, {a, b}, ew::grain_for(2), kDivide);
     });
     return;
   }
@@ -331,6 +354,7 @@ void register_elementwise_binary(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         add_scaled(c.outputs[0], c.inputs[0], c.inputs[1], c.attrs.f("alpha"), "add");
       })
+      .float32_block(add_block(1.0))
       .grad([](const GradContext& c) { return add_grad(c, c.attrs.f("alpha")); });
 
   r.def("sub")
@@ -349,6 +373,7 @@ void register_elementwise_binary(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         add_scaled(c.outputs[0], c.inputs[0], c.inputs[1], -c.attrs.f("alpha"), "sub");
       })
+      .float32_block(add_block(-1.0))
       .grad([](const GradContext& c) { return add_grad(c, -c.attrs.f("alpha")); });
 
   r.def("mul")
@@ -362,17 +387,10 @@ void register_elementwise_binary(OpRegistry& r) {
         const Tensor& out = c.outputs[0];
         ew::dispatch_all(out.dtype(), "mul", [&](auto tag) {
           using A = typename decltype(tag)::type;
-          ew::for_each_block<A, A, A>(out, {c.inputs[0], c.inputs[1]}, kMinGrain,
-                                      [](int64_t n, A* __restrict o, const A* x, const A* y) {
-                                        for (int64_t i = 0; i < n; ++i) {
-                                          if constexpr (std::is_same_v<A, bool>)
-                                            o[i] = x[i] && y[i];
-                                          else
-                                            o[i] = ew::wrap_mul(x[i], y[i]);
-                                        }
-                                      });
+          ew::for_each_block<A, A, A>(out, {c.inputs[0], c.inputs[1]}, kMinGrain, kMultiply);
         });
       })
+      .float32_block(ew::float32_block_fn<2>(kMultiply))
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor& g = c.grad_outputs[0];
         Tensor ga, gb;
@@ -401,6 +419,10 @@ void register_elementwise_binary(OpRegistry& r) {
         return m;
       })
       .kernel(div_kernel)
+      .float32_block([](const Attrs& attrs) -> Float32Block {
+        if (rounding_of(attrs) != Rounding::None) return {};
+        return ew::float32_block_of<2>(kDivide);
+      })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor &a = c.inputs[0], &b = c.inputs[1];
         Tensor ga, gb;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "engine/ops/operands.h"
 
@@ -42,6 +43,24 @@ inline Tensor zeros_grad(const Dims& shape, DType dtype) {
 // g where `mask` holds, 0 elsewhere.
 inline Tensor masked_grad(const Tensor& mask, const Tensor& g) {
   return call1("where", {mask, g, wrap_scalar(0.0)});
+}
+
+// The float32 block function of a kernel's compute function f(n, out, in0,
+// ..., in{N-1}) (generic over the element type): the standalone kernel and
+// the runtime's fused chains run the same code.
+template <size_t N, typename F>
+Float32Block float32_block_of(F f) {
+  return [f](int64_t n, float* out, const float* const* in) {
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      f(n, out, in[I]...);
+    }(std::make_index_sequence<N>{});
+  };
+}
+
+// For an op whose compute does not depend on its attributes.
+template <size_t N, typename F>
+Float32BlockFn float32_block_fn(F f) {
+  return [f](const Attrs&) { return float32_block_of<N>(f); };
 }
 
 }  // namespace samba::ops::ew

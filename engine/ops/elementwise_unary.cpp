@@ -77,6 +77,31 @@ OpBuilder def_backward(OpRegistry& r, const char* name, const char* doc, const c
       .infer(ew::infer_promoted);
 }
 
+// The ops below define their compute once, f(n, out, in...), generic over
+// the compute type: it is both the kernel for every dtype and the float32
+// block function the runtime fuses chains of.
+template <typename F>
+OpBuilder def_float_fn(OpRegistry& r, const char* name, const char* doc, int64_t cost, F f) {
+  return def_float(r, name, doc)
+      .kernel([name, cost, f](KernelContext& c) { run_float_unary(c, name, cost, f); })
+      .float32_block(ew::float32_block_fn<1>(f));
+}
+
+template <typename F>
+OpBuilder def_numeric_fn(OpRegistry& r, const char* name, const char* doc, F f) {
+  return def_numeric(r, name, doc)
+      .kernel([name, f](KernelContext& c) { run_numeric_unary(c, name, f); })
+      .float32_block(ew::float32_block_fn<1>(f));
+}
+
+template <typename F>
+OpBuilder def_backward_fn(OpRegistry& r, const char* name, const char* doc, const char* saved,
+                          int64_t cost, F f) {
+  return def_backward(r, name, doc, saved)
+      .kernel([name, cost, f](KernelContext& c) { run_float_binary(c, name, cost, f); })
+      .float32_block(ew::float32_block_fn<2>(f));
+}
+
 const Tensor& grad_of(const GradContext& c) { return c.grad_outputs[0]; }
 Tensor mul(const Tensor& a, const Tensor& b) { return call1("mul", {a, b}); }
 Tensor scaled(const Tensor& a, double k) { return call1("mul", {a, wrap_scalar(k)}); }
@@ -88,6 +113,39 @@ bool gelu_uses_tanh(const Attrs& a, const char* op) {
   SAMBA_CHECK(s == "none" || s == "tanh", Status::InvalidArgument,
               "{}: approximate must be 'none' or 'tanh', got '{}'", op, s);
   return s == "tanh";
+}
+
+constexpr auto kGeluTanh = [](int64_t n, auto* o, const auto* x) { ew::gelu_tanh_block(n, o, x); };
+constexpr auto kGeluErf = [](int64_t n, auto* o, const auto* x) { ew::gelu_erf_block(n, o, x); };
+constexpr auto kGeluTanhBackward = [](int64_t n, auto* o, const auto* g, const auto* x) {
+  ew::gelu_tanh_backward_block(n, o, g, x);
+};
+constexpr auto kGeluErfBackward = [](int64_t n, auto* o, const auto* g, const auto* x) {
+  ew::gelu_erf_backward_block(n, o, g, x);
+};
+
+// run(f) with the compute of the form `approximate` selects.
+template <typename Tanh, typename Erf, typename Run>
+decltype(auto) with_gelu_form(const Attrs& a, const char* op, Tanh tanh_form, Erf erf_form,
+                              Run run) {
+  return gelu_uses_tanh(a, op) ? run(tanh_form) : run(erf_form);
+}
+
+auto leaky_relu_fn(const Attrs& a) {
+  return [slope = a.f("negative_slope")](int64_t n, auto* __restrict o, const auto* x) {
+    using A = std::remove_cvref_t<decltype(*o)>;
+    const A k = static_cast<A>(slope);
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i] > A(0) ? x[i] : x[i] * k;
+  };
+}
+
+auto leaky_relu_backward_fn(const Attrs& a) {
+  return
+      [slope = a.f("negative_slope")](int64_t n, auto* __restrict o, const auto* g, const auto* x) {
+        using A = std::remove_cvref_t<decltype(*o)>;
+        const A k = static_cast<A>(slope);
+        for (int64_t i = 0; i < n; ++i) o[i] = x[i] > A(0) ? g[i] : g[i] * k;
+      };
 }
 
 bool integral_value(double v) { return std::isfinite(v) && v == std::trunc(v); }
@@ -147,114 +205,79 @@ void clamp_kernel(KernelContext& c) {
 // ---- op groups ----------------------------------------------------------------------------
 
 void register_arithmetic(OpRegistry& r) {
-  def_numeric(r, "neg", "-x.")
-      .kernel([](KernelContext& c) {
-        run_numeric_unary(c, "neg", [](int64_t n, auto* __restrict o, const auto* x) {
-          for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_neg(x[i]);
-        });
-      })
-      .grad(
-          [](const GradContext& c) -> std::vector<Tensor> { return {call1("neg", {grad_of(c)})}; });
+  def_numeric_fn(r, "neg", "-x.", [](int64_t n, auto* __restrict o, const auto* x) {
+    for (int64_t i = 0; i < n; ++i) o[i] = ew::wrap_neg(x[i]);
+  }).grad([](const GradContext& c) -> std::vector<Tensor> { return {call1("neg", {grad_of(c)})}; });
 
-  def_numeric(r, "abs", "|x|.")
-      .kernel([](KernelContext& c) {
-        run_numeric_unary(c, "abs", [](int64_t n, auto* __restrict o, const auto* x) {
-          using A = std::remove_cvref_t<decltype(*o)>;
-          for (int64_t i = 0; i < n; ++i) {
-            if constexpr (std::is_floating_point_v<A>)
-              o[i] = std::abs(x[i]);
-            else
-              o[i] = x[i] < 0 ? ew::wrap_neg(x[i]) : x[i];
-          }
-        });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {  // g * sign(x); 0 at 0
-        const Tensor& x = c.inputs[0];
-        Tensor signed_g =
-            call1("where", {call1("lt", {x, wrap_int(0)}), call1("neg", {grad_of(c)}), grad_of(c)});
-        return {ew::masked_grad(call1("ne", {x, wrap_int(0)}), signed_g)};
-      });
+  def_numeric_fn(r, "abs", "|x|.", [](int64_t n, auto* __restrict o, const auto* x) {
+    using A = std::remove_cvref_t<decltype(*o)>;
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<A>)
+        o[i] = std::abs(x[i]);
+      else
+        o[i] = x[i] < 0 ? ew::wrap_neg(x[i]) : x[i];
+    }
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {  // g * sign(x); 0 at 0
+    const Tensor& x = c.inputs[0];
+    Tensor signed_g =
+        call1("where", {call1("lt", {x, wrap_int(0)}), call1("neg", {grad_of(c)}), grad_of(c)});
+    return {ew::masked_grad(call1("ne", {x, wrap_int(0)}), signed_g)};
+  });
 
-  def_float(r, "reciprocal", "1 / x.")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "reciprocal", 2, [](int64_t n, auto* __restrict o, const auto* x) {
-          ew::vec(o, n) = ew::vec(x, n).inverse();
-        });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {
-        const Tensor& y = c.outputs[0];
-        return {mul(grad_of(c), call1("neg", {mul(y, y)}))};
-      });
+  def_float_fn(r, "reciprocal", "1 / x.", 2, [](int64_t n, auto* __restrict o, const auto* x) {
+    ew::vec(o, n) = ew::vec(x, n).inverse();
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {
+    const Tensor& y = c.outputs[0];
+    return {mul(grad_of(c), call1("neg", {mul(y, y)}))};
+  });
 
-  def_float(r, "sqrt", "Square root of x (NaN for x < 0).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "sqrt", 2,
-                        [](int64_t n, auto* o, const auto* x) { ew::sqrt_block(n, o, x); });
-      })
+  def_float_fn(r, "sqrt", "Square root of x (NaN for x < 0).", 2,
+               [](int64_t n, auto* o, const auto* x) { ew::sqrt_block(n, o, x); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("div", {grad_of(c), scaled(c.outputs[0], 2.0)})};
       });
 
-  def_float(r, "rsqrt", "1 / sqrt(x).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "rsqrt", 3, [](int64_t n, auto* o, const auto* x) {
-          using A = std::remove_cvref_t<decltype(*o)>;
-          alignas(64) A root[ew::kBlock];
-          ew::sqrt_block(n, root, x);
-          ew::vec(o, n) = ew::vec(static_cast<const A*>(root), n).inverse();
-        });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {  // -0.5 y^3
-        const Tensor& y = c.outputs[0];
-        return {mul(grad_of(c), scaled(mul(y, mul(y, y)), -0.5))};
-      });
+  def_float_fn(r, "rsqrt", "1 / sqrt(x).", 3, [](int64_t n, auto* o, const auto* x) {
+    using A = std::remove_cvref_t<decltype(*o)>;
+    alignas(64) A root[ew::kBlock];
+    ew::sqrt_block(n, root, x);
+    ew::vec(o, n) = ew::vec(static_cast<const A*>(root), n).inverse();
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {  // -0.5 y^3
+    const Tensor& y = c.outputs[0];
+    return {mul(grad_of(c), scaled(mul(y, mul(y, y)), -0.5))};
+  });
 }
 
 void register_transcendental(OpRegistry& r) {
-  def_float(r, "exp", "e^x.")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "exp", 4,
-                        [](int64_t n, auto* o, const auto* x) { ew::exp_block(n, o, x); });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {
-        return {mul(grad_of(c), c.outputs[0])};
-      });
+  def_float_fn(r, "exp", "e^x.", 4, [](int64_t n, auto* o, const auto* x) {
+    ew::exp_block(n, o, x);
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {
+    return {mul(grad_of(c), c.outputs[0])};
+  });
 
-  def_float(r, "log", "Natural logarithm of x (-inf at 0, NaN below).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "log", 4,
-                        [](int64_t n, auto* o, const auto* x) { ew::log_block(n, o, x); });
-      })
+  def_float_fn(r, "log", "Natural logarithm of x (-inf at 0, NaN below).", 4,
+               [](int64_t n, auto* o, const auto* x) { ew::log_block(n, o, x); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("div", {grad_of(c), c.inputs[0]})};
       });
 
-  def_float(r, "sin", "Sine of x (radians).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "sin", 8, [](int64_t n, auto* __restrict o, const auto* x) {
-          ew::vec(o, n) = ew::vec(x, n).sin();
-        });
-      })
+  def_float_fn(
+      r, "sin", "Sine of x (radians).", 8,
+      [](int64_t n, auto* __restrict o, const auto* x) { ew::vec(o, n) = ew::vec(x, n).sin(); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {mul(grad_of(c), call1("cos", {c.inputs[0]}))};
       });
 
-  def_float(r, "cos", "Cosine of x (radians).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "cos", 8, [](int64_t n, auto* __restrict o, const auto* x) {
-          ew::vec(o, n) = ew::vec(x, n).cos();
-        });
-      })
+  def_float_fn(
+      r, "cos", "Cosine of x (radians).", 8,
+      [](int64_t n, auto* __restrict o, const auto* x) { ew::vec(o, n) = ew::vec(x, n).cos(); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {mul(grad_of(c), call1("neg", {call1("sin", {c.inputs[0]})}))};
       });
 
-  def_float(r, "erf", "The error function 2/sqrt(pi) * integral_0^x e^(-t^2) dt.")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "erf", 4, [](int64_t n, auto* __restrict o, const auto* x) {
-          ew::vec(o, n) = ew::vec(x, n).erf();
-        });
-      })
+  def_float_fn(
+      r, "erf", "The error function 2/sqrt(pi) * integral_0^x e^(-t^2) dt.", 4,
+      [](int64_t n, auto* __restrict o, const auto* x) { ew::vec(o, n) = ew::vec(x, n).erf(); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {  // 2/sqrt(pi) e^(-x^2)
         const Tensor& x = c.inputs[0];
         Tensor d = scaled(call1("exp", {call1("neg", {mul(x, x)})}), ew::kTwo_SqrtPi);
@@ -263,32 +286,24 @@ void register_transcendental(OpRegistry& r) {
 }
 
 void register_activations(OpRegistry& r) {
-  def_float(r, "tanh", "Hyperbolic tangent of x.")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "tanh", 4, [](int64_t n, auto* __restrict o, const auto* x) {
-          ew::vec(o, n) = ew::vec(x, n).tanh();
-        });
-      })
+  def_float_fn(
+      r, "tanh", "Hyperbolic tangent of x.", 4,
+      [](int64_t n, auto* __restrict o, const auto* x) { ew::vec(o, n) = ew::vec(x, n).tanh(); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("tanh_backward", {grad_of(c), c.outputs[0]})};
       });
 
-  def_float(r, "sigmoid", "1 / (1 + e^-x).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "sigmoid", 4,
-                        [](int64_t n, auto* o, const auto* x) { ew::sigmoid_block(n, o, x); });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {
-        return {call1("sigmoid_backward", {grad_of(c), c.outputs[0]})};
-      });
+  def_float_fn(r, "sigmoid", "1 / (1 + e^-x).", 4, [](int64_t n, auto* o, const auto* x) {
+    ew::sigmoid_block(n, o, x);
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {
+    return {call1("sigmoid_backward", {grad_of(c), c.outputs[0]})};
+  });
 
-  def_numeric(r, "relu", "max(x, 0); NaN stays NaN.")
-      .kernel([](KernelContext& c) {
-        run_numeric_unary(c, "relu", [](int64_t n, auto* __restrict o, const auto* x) {
-          using A = std::remove_cvref_t<decltype(*o)>;
-          for (int64_t i = 0; i < n; ++i) o[i] = x[i] < A(0) ? A(0) : x[i];
-        });
-      })
+  def_numeric_fn(r, "relu", "max(x, 0); NaN stays NaN.",
+                 [](int64_t n, auto* __restrict o, const auto* x) {
+                   using A = std::remove_cvref_t<decltype(*o)>;
+                   for (int64_t i = 0; i < n; ++i) o[i] = x[i] < A(0) ? A(0) : x[i];
+                 })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("relu_backward", {grad_of(c), c.outputs[0]})};
       });
@@ -302,37 +317,28 @@ void register_activations(OpRegistry& r) {
         return {{ew::float_result(c.inputs[0].dtype()), c.inputs[0].shape()}};
       })
       .kernel([](KernelContext& c) {
-        if (gelu_uses_tanh(c.attrs, "gelu"))
-          run_float_unary(c, "gelu", 6,
-                          [](int64_t n, auto* o, const auto* x) { ew::gelu_tanh_block(n, o, x); });
-        else
-          run_float_unary(c, "gelu", 6,
-                          [](int64_t n, auto* o, const auto* x) { ew::gelu_erf_block(n, o, x); });
+        with_gelu_form(c.attrs, "gelu", kGeluTanh, kGeluErf,
+                       [&](auto f) { run_float_unary(c, "gelu", 6, f); });
+      })
+      .float32_block([](const Attrs& a) {
+        return with_gelu_form(a, "gelu", kGeluTanh, kGeluErf,
+                              [](auto f) { return ew::float32_block_of<1>(f); });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("gelu_backward", {grad_of(c), c.inputs[0]},
                       {{"approximate", c.attrs.s("approximate")}})};
       });
 
-  def_float(r, "silu", "x * sigmoid(x).")
-      .kernel([](KernelContext& c) {
-        run_float_unary(c, "silu", 4,
-                        [](int64_t n, auto* o, const auto* x) { ew::silu_block(n, o, x); });
-      })
-      .grad([](const GradContext& c) -> std::vector<Tensor> {
-        return {call1("silu_backward", {grad_of(c), c.inputs[0]})};
-      });
+  def_float_fn(r, "silu", "x * sigmoid(x).", 4, [](int64_t n, auto* o, const auto* x) {
+    ew::silu_block(n, o, x);
+  }).grad([](const GradContext& c) -> std::vector<Tensor> {
+    return {call1("silu_backward", {grad_of(c), c.inputs[0]})};
+  });
 
   def_float(r, "leaky_relu", "x for x > 0, negative_slope * x otherwise.")
       .attr("negative_slope", AttrType::Float, 0.01, "slope for x <= 0")
-      .kernel([](KernelContext& c) {
-        const double slope = c.attrs.f("negative_slope");
-        run_float_unary(c, "leaky_relu", 1, [slope](int64_t n, auto* __restrict o, const auto* x) {
-          using A = std::remove_cvref_t<decltype(*o)>;
-          const A k = static_cast<A>(slope);
-          for (int64_t i = 0; i < n; ++i) o[i] = x[i] > A(0) ? x[i] : x[i] * k;
-        });
-      })
+      .kernel([](KernelContext& c) { run_float_unary(c, "leaky_relu", 1, leaky_relu_fn(c.attrs)); })
+      .float32_block([](const Attrs& a) { return ew::float32_block_of<1>(leaky_relu_fn(a)); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("leaky_relu_backward", {grad_of(c), c.inputs[0]},
                       {{"negative_slope", c.attrs.f("negative_slope")}})};
@@ -340,30 +346,21 @@ void register_activations(OpRegistry& r) {
 }
 
 void register_activation_backward(OpRegistry& r) {
-  def_backward(r, "tanh_backward", "grad * (1 - out^2), out = tanh(x).", "out")
-      .kernel([](KernelContext& c) {
-        run_float_binary(c, "tanh_backward", 2,
-                         [](int64_t n, auto* o, const auto* g, const auto* y) {
-                           ew::tanh_backward_block(n, o, g, y);
-                         });
-      });
+  def_backward_fn(r, "tanh_backward", "grad * (1 - out^2), out = tanh(x).", "out", 2,
+                  [](int64_t n, auto* o, const auto* g, const auto* y) {
+                    ew::tanh_backward_block(n, o, g, y);
+                  });
 
-  def_backward(r, "sigmoid_backward", "grad * out * (1 - out), out = sigmoid(x).", "out")
-      .kernel([](KernelContext& c) {
-        run_float_binary(c, "sigmoid_backward", 2,
-                         [](int64_t n, auto* o, const auto* g, const auto* y) {
-                           ew::sigmoid_backward_block(n, o, g, y);
-                         });
-      });
+  def_backward_fn(r, "sigmoid_backward", "grad * out * (1 - out), out = sigmoid(x).", "out", 2,
+                  [](int64_t n, auto* o, const auto* g, const auto* y) {
+                    ew::sigmoid_backward_block(n, o, g, y);
+                  });
 
-  def_backward(r, "relu_backward", "grad where out > 0, else 0 (out = relu(x)).", "out")
-      .kernel([](KernelContext& c) {
-        run_float_binary(c, "relu_backward", 1,
-                         [](int64_t n, auto* __restrict o, const auto* g, const auto* y) {
-                           using A = std::remove_cvref_t<decltype(*o)>;
-                           for (int64_t i = 0; i < n; ++i) o[i] = y[i] > A(0) ? g[i] : A(0);
-                         });
-      });
+  def_backward_fn(r, "relu_backward", "grad where out > 0, else 0 (out = relu(x)).", "out", 1,
+                  [](int64_t n, auto* __restrict o, const auto* g, const auto* y) {
+                    using A = std::remove_cvref_t<decltype(*o)>;
+                    for (int64_t i = 0; i < n; ++i) o[i] = y[i] > A(0) ? g[i] : A(0);
+                  });
 
   def_backward(r, "gelu_backward", "grad * d gelu(x) / dx.", "x")
       .attr("approximate", AttrType::String, std::string("none"), "'none' or 'tanh', as in gelu")
@@ -372,35 +369,26 @@ void register_activation_backward(OpRegistry& r) {
         return ew::infer_promoted(c);
       })
       .kernel([](KernelContext& c) {
-        if (gelu_uses_tanh(c.attrs, "gelu_backward"))
-          run_float_binary(c, "gelu_backward", 8,
-                           [](int64_t n, auto* o, const auto* g, const auto* x) {
-                             ew::gelu_tanh_backward_block(n, o, g, x);
-                           });
-        else
-          run_float_binary(c, "gelu_backward", 8,
-                           [](int64_t n, auto* o, const auto* g, const auto* x) {
-                             ew::gelu_erf_backward_block(n, o, g, x);
-                           });
+        with_gelu_form(c.attrs, "gelu_backward", kGeluTanhBackward, kGeluErfBackward,
+                       [&](auto f) { run_float_binary(c, "gelu_backward", 8, f); });
+      })
+      .float32_block([](const Attrs& a) {
+        return with_gelu_form(a, "gelu_backward", kGeluTanhBackward, kGeluErfBackward,
+                              [](auto f) { return ew::float32_block_of<2>(f); });
       });
 
-  def_backward(r, "silu_backward", "grad * d silu(x) / dx.", "x").kernel([](KernelContext& c) {
-    run_float_binary(c, "silu_backward", 6, [](int64_t n, auto* o, const auto* g, const auto* x) {
-      ew::silu_backward_block(n, o, g, x);
-    });
-  });
+  def_backward_fn(r, "silu_backward", "grad * d silu(x) / dx.", "x", 6,
+                  [](int64_t n, auto* o, const auto* g, const auto* x) {
+                    ew::silu_backward_block(n, o, g, x);
+                  });
 
   def_backward(r, "leaky_relu_backward", "grad for x > 0, grad * negative_slope otherwise.", "x")
       .attr("negative_slope", AttrType::Float, 0.01)
       .kernel([](KernelContext& c) {
-        const double slope = c.attrs.f("negative_slope");
-        run_float_binary(c, "leaky_relu_backward", 1,
-                         [slope](int64_t n, auto* __restrict o, const auto* g, const auto* x) {
-                           using A = std::remove_cvref_t<decltype(*o)>;
-                           const A k = static_cast<A>(slope);
-                           for (int64_t i = 0; i < n; ++i) o[i] = x[i] > A(0) ? g[i] : g[i] * k;
-                         });
-      });
+        run_float_binary(c, "leaky_relu_backward", 1, leaky_relu_backward_fn(c.attrs));
+      })
+      .float32_block(
+          [](const Attrs& a) { return ew::float32_block_of<2>(leaky_relu_backward_fn(a)); });
 }
 
 void register_clamp_and_casts(OpRegistry& r) {

@@ -128,6 +128,15 @@ using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 // Floating-point operations one call performs, for cost estimates (the
 // compiler's .pef.log and profiles). Inputs may be symbolic.
 using FlopsFn = std::function<double(const InferContext&, std::span<const TensorMeta> outputs)>;
+// An elementwise op's float32 compute over one block of n <= ew::kBlock
+// adjacent elements: out[i] from in[0][i], in[1][i], ... (one array per
+// input, all float32). Made once when a program is loaded; calling it
+// allocates nothing, so a fused elementwise kernel can run a chain of them
+// over small tiles that stay in L1.
+using Float32Block = std::function<void(int64_t n, float* out, const float* const* in)>;
+// The block function of the op with these resolved attributes; empty when
+// the attributes select a form that has none (div with a rounding mode).
+using Float32BlockFn = std::function<Float32Block(const Attrs&)>;
 
 struct OpDef {
   std::string name;
@@ -147,6 +156,9 @@ struct OpDef {
   ViewFn view;
   GradFn grad;
   FlopsFn flops;  // optional; the default estimate follows the fusion class
+  // Optional, elementwise ops only: the same compute its kernel runs, for
+  // float32 operands of the output's layout, exposed so the runtime can fuse.
+  Float32BlockFn float32_block;
 
   const AttrSpec* find_attr(std::string_view n) const;
   // Validates and completes user attributes against the schema.
@@ -186,6 +198,7 @@ class OpBuilder {
   // (AttrRole::Hyperparam) accepting `range`.
   OpBuilder& argin(std::string_view name, AttrRange range);
   OpBuilder& flops(FlopsFn f);
+  OpBuilder& float32_block(Float32BlockFn f);
   OpBuilder& infer(InferFn f);
   OpBuilder& kernel(KernelFn f);
   OpBuilder& view(ViewFn f);

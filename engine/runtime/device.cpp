@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "engine/core/error.h"
@@ -142,6 +143,17 @@ Tensor device_view(const DeviceMemory& memory, const pef::TensorDesc& t) {
   void* p = t.nbytes ? static_cast<void*>(base + t.arena_offset) : static_cast<void*>(base);
   Ref<Storage> storage = Storage::borrow(p, t.nbytes);
   return Tensor::view_of(std::move(storage), t.dtype, t.shape, contiguous_strides(t.shape), 0);
+}
+
+void write_initial_values(const pef::ProgramDesc& d, const DeviceMemory& state) {
+  for (const auto& t : d.tensors) {
+    if (t.blob < 0 || t.role == pef::TensorRole::Alias || pef::in_activation_area(t.role)) continue;
+    const auto& blob = d.blobs[static_cast<size_t>(t.blob)].data;
+    Tensor dst = device_view(state, t);
+    SAMBA_CHECK(blob.size() == dst.nbytes(), Status::CorruptFile,
+                "PEF: blob of tensor '{}' has {} bytes; the tensor has {}", t.name, blob.size(), dst.nbytes());
+    if (!blob.empty()) std::memcpy(dst.raw_data(), blob.data(), blob.size());
+  }
 }
 
 }  // namespace samba::runtime

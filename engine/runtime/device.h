@@ -71,4 +71,10 @@ class DeviceMemory {
 // root tensor `t` of the program, contiguous at its planned offset.
 Tensor device_view(const DeviceMemory& memory, const pef::TensorDesc& t);
 
+// Writes every blob of `program` (constants, output gradients of ones,
+// weights embedded at compile time) to its tensor in the state area
+// `state`: the values a loaded program starts from, every other device byte
+// being zero. Throws CorruptFile when a blob's size is not its tensor's.
+void write_initial_values(const pef::ProgramDesc& program, const DeviceMemory& state);
+
 }  // namespace samba::runtime

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/profile/profiler.h"
+#include "engine/runtime/fused_elementwise.h"
 #include "engine/runtime/tbb_handover.h"
 
 namespace samba::runtime {
@@ -70,7 +71,11 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
   if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel))
     scope.emplace(*values.profiler, (*values.kernel_names)[static_cast<size_t>(kernel)], ProfileCategory::Kernel);
   if (values.observer) values.observer->before_kernel(kernel);
+  // A fused chain's own steps run as one pass, unless this run's buffers
+  // overlap in a way the pass cannot take; then they run one by one too.
+  const size_t fused_from = plan.fused ? plan.fused->first_step() : plan.steps.size();
   for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (i == fused_from && plan.fused->run(tensors_)) break;
     const OpStep& s = plan.steps[i];
     StepArgs& a = steps[i];
     // Run-time values replace the compiled ones in place; the variant keeps

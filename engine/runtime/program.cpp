@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "engine/core/error.h"
+#include "engine/runtime/fused_elementwise.h"
 
 namespace samba::runtime {
 namespace {
@@ -34,6 +35,7 @@ Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   argin_specs_.resize(desc_.argins.size());
   kernels_.reserve(desc_.kernels.size());
   for (const auto& kd : desc_.kernels) build_kernel(kd);
+  plan_fusion();
   // A default the schema refuses would reach the kernels on the first run,
   // as set_argin would never let a user value do.
   for (size_t a = 0; a < desc_.argins.size(); ++a) {
@@ -107,6 +109,26 @@ void Program::build_kernel(const pef::KernelDesc& kd) {
   }
   for (int32_t t : kd.writes) k.writes_state |= !in_activation(t);
   kernels_.push_back(std::move(k));
+}
+
+void Program::plan_fusion() {
+  const size_t n = desc_.tensors.size();
+  std::vector<bool> kept(n, false);
+  auto keep = [&](int32_t t) {
+    if (t >= 0) kept[static_cast<size_t>(root(t))] = true;
+  };
+  for (size_t t = 0; t < n; ++t)
+    if (desc_.tensors[t].role != pef::TensorRole::Intermediate && desc_.tensors[t].role != pef::TensorRole::Alias)
+      kept[t] = true;
+  for (const auto& kd : desc_.kernels)
+    for (int32_t t : kd.reads) keep(t);
+  for (const auto& g : desc_.graphs) {
+    for (int32_t t : g.inputs) keep(t);
+    for (int32_t t : g.outputs) keep(t);
+    for (int32_t t : g.output_grads) keep(t);
+  }
+  for (KernelPlan& k : kernels_)
+    if (k.fusion == Fusion::Elementwise) k.fused = FusedElementwise::plan(*this, k.steps, kept);
 }
 
 std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_t>& kernels) const {

@@ -15,6 +15,8 @@
 
 namespace samba::runtime {
 
+class FusedElementwise;
+
 // An op call ready to run. `attrs` holds the compiled values; `bound` lists,
 // for each attribute fed by an argin, its position in attrs.items() and the
 // argin's index, so a run patches values in place without lookups.
@@ -39,6 +41,9 @@ struct KernelPlan {
   double flops = 0;
   double bytes = 0;
   bool writes_state = false;  // writes a tensor of the state area
+  // Set when the kernel's elementwise chain runs as one tiled pass
+  // (fused_elementwise.h); null: its steps run one by one.
+  std::shared_ptr<const FusedElementwise> fused;
 };
 
 struct SectionPlan {
@@ -93,6 +98,9 @@ class Program {
   void build_kernel(const pef::KernelDesc& kd);
   void build_section(const pef::SectionDesc& sd);
   void build_units();
+  // Plans the fused pass of every elementwise chain, once all kernels are
+  // known: an intermediate is stored only when something else reads it.
+  void plan_fusion();
   // Per kernel of the list, the earlier kernels of the list it must wait for.
   std::vector<std::vector<int32_t>> dependencies(const std::vector<int32_t>& kernels) const;
 

@@ -81,19 +81,7 @@ void Runtime::build_name_lists() {
 
 Runtime::~Runtime() = default;
 
-void Runtime::initialize_state() {
-  // Blobs hold initial values (constants, output gradients of ones, weights
-  // embedded at compile time); every other device byte starts at zero.
-  const auto& d = program_->desc();
-  for (const auto& t : d.tensors) {
-    if (t.blob < 0 || t.role == pef::TensorRole::Alias || pef::in_activation_area(t.role)) continue;
-    const auto& blob = d.blobs[static_cast<size_t>(t.blob)].data;
-    Tensor dst = device_view(state_, t);
-    SAMBA_CHECK(blob.size() == dst.nbytes(), Status::CorruptFile,
-                "PEF: blob of tensor '{}' has {} bytes; the tensor has {}", t.name, blob.size(), dst.nbytes());
-    if (!blob.empty()) std::memcpy(dst.raw_data(), blob.data(), blob.size());
-  }
-}
+void Runtime::initialize_state() { write_initial_values(program_->desc(), state_); }
 
 namespace {
 
