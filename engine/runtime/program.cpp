@@ -127,8 +127,18 @@ void Program::plan_fusion() {
     for (int32_t t : g.outputs) keep(t);
     for (int32_t t : g.output_grads) keep(t);
   }
-  for (KernelPlan& k : kernels_)
-    if (k.fusion == Fusion::Elementwise) k.fused = FusedElementwise::plan(*this, k.steps, kept);
+  fused_away_in_.assign(n, -1);
+  for (size_t i = 0; i < kernels_.size(); ++i) {
+    KernelPlan& k = kernels_[i];
+    if (k.fusion != Fusion::Elementwise) continue;
+    k.fused = FusedElementwise::plan(*this, k.steps, kept);
+    if (k.fused)
+      for (int32_t t : k.fused->unstored()) fused_away_in_[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+  }
+}
+
+int32_t Program::fused_away_in(int32_t t) const {
+  return t >= 0 && static_cast<size_t>(t) < fused_away_in_.size() ? fused_away_in_[static_cast<size_t>(t)] : -1;
 }
 
 std::vector<std::vector<int32_t>> Program::dependencies(const std::vector<int32_t>& kernels) const {

@@ -90,6 +90,10 @@ class Program {
   // Throws InvalidArgument naming the argin.
   AttrValue check_argin(int32_t a, const AttrValue& v) const;
 
+  // The fused kernel that computes tensor t without ever storing it (its
+  // value lives only in the pass's tiles), or -1.
+  int32_t fused_away_in(int32_t t) const;
+
   // The tensor whose bytes tensor t uses (t itself unless it is an alias).
   int32_t root(int32_t t) const;
   bool in_activation(int32_t t) const;  // its bytes are in the activation area
@@ -106,6 +110,7 @@ class Program {
 
   pef::ProgramDesc desc_;
   std::vector<KernelPlan> kernels_;
+  std::vector<int32_t> fused_away_in_;  // per tensor, see fused_away_in()
   std::vector<SectionPlan> sections_;
   std::vector<SectionPlan> units_;
   std::vector<int32_t> unit_of_graph_;

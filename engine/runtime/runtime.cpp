@@ -587,6 +587,13 @@ Tensor Runtime::read(std::string_view name, bool grad) {
                 name);
     t = td.grad;
   }
+  // Its bytes were never written: a value read from them would be silently
+  // wrong (whatever the activation area held).
+  if (const int32_t k = program_->fused_away_in(t); k >= 0)
+    fail(Status::InvalidState,
+         "sn_data: tensor '{}' is an intermediate of the fused kernel '{}' and is never written to "
+         "device memory; compile at opt level 0 (o0) to read intermediates after a run",
+         name, program_->kernels()[static_cast<size_t>(k)].name);
   std::shared_lock<std::shared_mutex> shared(state_mu_);
   std::unique_lock<std::mutex> lock(primary_mu_);
   Tensor host = primary_->full_tensor(t).clone();

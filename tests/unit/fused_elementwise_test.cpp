@@ -167,6 +167,35 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
             bytes_of(chain(s.inputs[0])));
 }
 
+// Reading such an intermediate by name would give whatever its bytes held:
+// it is refused, naming the kernel; a stored one reads back its value.
+TEST(FusedElementwise, ReadingAnIntermediateNeverStoredIsRefused) {
+  GraphSpec s =
+      inference([](auto in) -> std::vector<Tensor> { return {chain(in[0])}; }, {x_input()});
+  ThreadPool pool(2);
+  auto rt = load(s, 1, pool);
+  RunRequest r;
+  r.inputs = s.inputs;
+  auto out = rt->run(r);
+  const KernelPlan& k = rt->program().kernels()[static_cast<size_t>(rt->program().sections()[0].kernels[0])];
+  ASSERT_TRUE(k.fused);
+  const std::string inner = rt->program().desc().tensors[static_cast<size_t>(k.fused->unstored()[0])].name;
+  try {
+    rt->read(inner);
+    FAIL() << "reading '" << inner << "' succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::InvalidState);
+    EXPECT_NE(std::string(e.what()).find(k.name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(inner), std::string::npos) << e.what();
+  }
+  const std::string result = rt->program().desc().tensors[static_cast<size_t>(rt->program().desc().graphs[0].outputs[0])].name;
+  EXPECT_EQ(bytes_of(rt->read(result)), bytes_of(out[0]));
+  // At opt level 0 every intermediate is stored and readable.
+  auto plain = load(s, 0, pool);
+  plain->run(r);
+  EXPECT_NO_THROW(plain->read(inner));
+}
+
 TEST(FusedElementwise, ChainsThatDoNotQualifyRunOpByOp) {
   // A column broadcast, a bf16 chain, a float64 operand and a strided view.
   Tensor col = named(rand_tensor({kRows, 1}, DType::Float32, 6), "col");
