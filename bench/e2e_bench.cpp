@@ -92,20 +92,23 @@ struct Workload {
 
 // Either model (ResFFNLogReg, DigitsConvNet) compiled for training or inference.
 template <typename Model>
-Workload make_workload(const Model& m, std::string key, int64_t batch, bool train) {
+Workload make_workload(const Model& m, std::string key, int64_t batch, bool train,
+                       compiler::MixedPrecision mixed = compiler::MixedPrecision::None) {
   Workload w;
   w.key = std::move(key);
   w.train = train;
   w.batch = batch;
   w.flops = train ? m.train_flops() : m.forward_flops();
-  w.desc = bench::compile_to_pef(m.spec(!train));
+  w.desc = bench::compile_to_pef(m.spec(!train), mixed);
   w.inputs = train ? std::vector<Tensor>{m.image(), m.label()} : std::vector<Tensor>{m.image()};
   return w;
 }
 
-Workload resffn(int64_t batch, int64_t hidden, bool train) {
+Workload resffn(int64_t batch, int64_t hidden, bool train, bool bf16) {
   return make_workload(ResFFNLogReg(batch, hidden),
-                       fmt::format("resffn_{}_b{}_h{}", train ? "train" : "infer", batch, hidden), batch, train);
+                       fmt::format("resffn_{}_b{}_h{}{}", train ? "train" : "infer", batch, hidden,
+                                   bf16 ? "_bf16" : ""),
+                       batch, train, bf16 ? compiler::MixedPrecision::Bf16 : compiler::MixedPrecision::None);
 }
 
 Workload convnet(int64_t batch, bool train) {
@@ -123,7 +126,8 @@ const Workload& workload(const std::string& key) {
   char kind[8] = {0};
   std::unique_ptr<Workload> w;
   if (std::sscanf(key.c_str(), "resffn_%5[a-z]_b%ld_h%ld", kind, &batch, &hidden) == 3)
-    w = std::make_unique<Workload>(resffn(batch, hidden, std::string(kind) == "train"));
+    w = std::make_unique<Workload>(resffn(batch, hidden, std::string(kind) == "train",
+                                          key.ends_with("_bf16")));
   else if (std::sscanf(key.c_str(), "convnet_%5[a-z]_b%ld", kind, &batch) == 2)
     w = std::make_unique<Workload>(convnet(batch, std::string(kind) == "train"));
   else
@@ -192,6 +196,8 @@ const std::vector<std::string>& workload_keys() {
       "resffn_train_b16_h256",   "resffn_infer_b16_h256",    "resffn_train_b256_h1024",
       "resffn_infer_b256_h1024", "resffn_train_b1024_h2048", "resffn_infer_b1024_h2048",
       "convnet_train_b256",      "convnet_infer_b256",
+      // bf16 mixed precision (products on bf16 operands, fp32 master weights)
+      "resffn_train_b1024_h2048_bf16", "resffn_infer_b1024_h2048_bf16",
   };
   return keys;
 }

@@ -67,10 +67,12 @@ inline compiler::OptimizerSpec sgd_momentum(const std::vector<Tensor>& params) {
 }
 
 // Compiles the spec at o1 and passes it through the PEF writer and reader,
-// as a file would be.
-inline pef::ProgramDesc compile_to_pef(const compiler::GraphSpec& spec) {
+// as a file would be; `mixed` compiles with bf16 mixed precision.
+inline pef::ProgramDesc compile_to_pef(const compiler::GraphSpec& spec,
+                                       compiler::MixedPrecision mixed = compiler::MixedPrecision::None) {
   compiler::CompileOptions o;
   o.name = spec.name;
+  o.mixed_precision = mixed;
   return pef::parse_pef(pef::serialize_pef(compiler::compile_program({spec}, o)));
 }
 
