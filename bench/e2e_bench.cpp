@@ -25,10 +25,12 @@
 // The second form runs each workload (whose key contains S) N steps
 // (default 100) under the
 // profiler instead and writes, per workload, the time per step of every
-// kernel with its FLOP and byte rates (from the PEF's estimates), so what
-// limits a workload can be read off: compute (GFLOP/s near the FMA peak),
-// bandwidth (GB/s near memcpy's) or fixed overhead (step time well above the
-// kernels' sum).
+// kernel with its FLOP rate (the PEF's estimate) and byte rate (what the
+// kernel loads and stores as the runtime runs it, runtime::kernel_bytes_moved)
+// with that rate's share of the machine's memcpy bandwidth (measured once,
+// printed first), so what limits a workload can be read off: compute
+// (GFLOP/s near the FMA peak), bandwidth (memcpy share near 100%) or fixed
+// overhead (step time well above the kernels' sum).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <malloc.h>
@@ -43,6 +45,7 @@
 #include <string>
 
 #include "bench/e2e_models.h"
+#include "engine/profile/memcpy_bandwidth.h"
 #include "engine/profile/profile_events.h"
 #include "engine/profile/profile_report.h"
 #include "engine/profile/profiler.h"
@@ -204,7 +207,7 @@ const std::vector<std::string>& workload_keys() {
 
 // ---- the kernel profile ------------------------------------------------------
 
-nlohmann::json kernel_profile(const std::string& key, int steps) {
+nlohmann::json kernel_profile(const std::string& key, int steps, double memcpy_bytes_per_s) {
   const Workload& w = workload(key);
   ThreadPool pool(kThreads);
   Profiler profiler;
@@ -241,7 +244,11 @@ nlohmann::json kernel_profile(const std::string& key, int steps) {
          {"calls_per_step", calls},
          {"share_of_step", per_step / step_ns},
          {"GFLOPS", per_step > 0 ? flops * calls / per_step : 0},
-         {"GBps", per_step > 0 ? bytes * calls / per_step : 0}});
+         {"GBps", per_step > 0 ? bytes * calls / per_step : 0},
+         {"share_of_memcpy",
+          per_step > 0 && memcpy_bytes_per_s > 0
+              ? bytes * calls / per_step * 1e9 / memcpy_bytes_per_s
+              : 0}});
   }
   return {{"workload", key},
           {"steps", steps},
@@ -254,10 +261,18 @@ nlohmann::json kernel_profile(const std::string& key, int steps) {
 }
 
 int write_kernel_profiles(const std::string& path, int steps, const std::string& filter) {
+  // Before any workload runs, so its pages and threads do not share the
+  // machine with a model.
+  const MemcpyBandwidth& memcpy = memcpy_bandwidth();
+  fmt::print(
+      "memcpy bandwidth {:.2f} GB/s (bytes read + written; {} threads, best of {} copies of {} "
+      "MiB)\n",
+      memcpy.bytes_per_s * 1e-9, memcpy.threads, memcpy.repetitions, memcpy.buffer_bytes >> 20);
   nlohmann::json all = nlohmann::json::array();
   for (const auto& key : workload_keys()) {
     if (key.find(filter) == std::string::npos) continue;
-    nlohmann::json p = kernel_profile(key, steps);
+    nlohmann::json p = kernel_profile(key, steps, memcpy.bytes_per_s);
+    p["memcpy_GBps"] = memcpy.bytes_per_s * 1e-9;
     fmt::print(
         "{}: step {:.1f} us, run {:.1f} us, sections {:.1f} us, kernels {:.1f} us (sum over "
         "threads)\n",
@@ -266,10 +281,11 @@ int write_kernel_profiles(const std::string& path, int steps, const std::string&
     int shown = 0;
     for (const auto& k : p["kernels"]) {
       if (shown++ == 6) break;
-      fmt::print("  {:<40} {:>9.1f} us {:>5.1f}%  {:>7.1f} GFLOP/s {:>6.1f} GB/s\n",
+      fmt::print(
+          "  {:<40} {:>9.1f} us {:>5.1f}%  {:>7.1f} GFLOP/s {:>6.1f} GB/s {:>5.1f}% of memcpy\n",
                  k["kernel"].get<std::string>(), k["us_per_step"].get<double>(),
                  100 * k["share_of_step"].get<double>(), k["GFLOPS"].get<double>(),
-                 k["GBps"].get<double>());
+                 k["GBps"].get<double>(), 100 * k["share_of_memcpy"].get<double>());
     }
     all.push_back(std::move(p));
   }

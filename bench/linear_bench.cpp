@@ -4,10 +4,10 @@
 // GEMM layer with each fused epilogue, and Eigen's own single-threaded SGEMM
 // of the same shape as the per-core reference. Figures are GFLOP/s (2 m n k per product).
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <Eigen/Core>
 
+#include "bench/flop_counter.h"
 #include "engine/core/parallel.h"
 #include "engine/kernels/gemm.h"
 #include "engine/ops/autograd.h"
@@ -24,33 +24,6 @@ Tensor filled(const Dims& shape, float scale) {
     p[i] = scale * static_cast<float>((i * 7919) % 1000 - 500) / 500.0f;
   return t;
 }
-
-double process_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-// Reports GFLOPS (per second of wall time) and, because this machine is
-// shared, GFLOP per CPU-second of this process: with other jobs running the
-// second is the steadier measure of what the kernel does with the cores it gets.
-class FlopCounter {
- public:
-  FlopCounter(benchmark::State& state, double m, double n, double k)
-      : state_(state), flops_(2.0 * m * n * k), cpu0_(process_cpu_seconds()) {}
-  ~FlopCounter() {
-    const double cpu = process_cpu_seconds() - cpu0_;
-    state_.counters["GFLOPS"] =
-        benchmark::Counter(flops_ * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-    if (cpu > 0)
-      state_.counters["GFLOP_per_cpu_s"] =
-          flops_ * 1e-9 * static_cast<double>(state_.iterations()) / cpu;
-  }
-
- private:
-  benchmark::State& state_;
-  double flops_, cpu0_;
-};
 
 // Runs the body on a pool of `threads` (the session's pool when 0) with the
 // given float kernel.

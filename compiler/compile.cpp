@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "engine/pef/verify.h"
+#include "engine/runtime/program.h"
 
 namespace samba::compiler {
 namespace {
@@ -70,6 +71,29 @@ void trace_model(const GraphSpec& spec, CompiledGraph& cg, Tracer& tracer) {
     g.outputs.push_back(v);
   }
   for (const Node& n : g.nodes) cg.signature.push_back(signature_line(g, n));
+}
+
+// Each kernel's bytes as the runtime will run it: which chains run as one
+// pass is the runtime's decision (fused_elementwise.h), so the PEF, its
+// .pef.log and the profiles all take the figure from the program the
+// runtime plans. It is planned here without the blobs' bytes, which it does
+// not read, so a large model's weights are not copied.
+void set_kernel_bytes(pef::ProgramDesc& program) {
+  std::vector<std::vector<uint8_t>> data;
+  data.reserve(program.blobs.size());
+  for (pef::BlobDesc& b : program.blobs) data.push_back(std::move(b.data));
+  auto restore = [&] {
+    for (size_t i = 0; i < data.size(); ++i) program.blobs[i].data = std::move(data[i]);
+  };
+  try {
+    const runtime::Program planned(program);
+    for (size_t k = 0; k < program.kernels.size(); ++k)
+      program.kernels[k].bytes = planned.kernels()[k].bytes;
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 }  // namespace
@@ -152,6 +176,7 @@ pef::ProgramDesc compile_program(const std::vector<GraphSpec>& specs, const Comp
     fail(Status::Internal, "compile: the program compiled for '{}' fails the loader's checks (a bug in Samba): {}",
          program.name, e.what());
   }
+  set_kernel_bytes(program);
   if (compiled) *compiled = std::move(graphs);
   return program;
 }

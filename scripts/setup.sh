@@ -13,6 +13,7 @@ packages=(
   python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
   libcpp-httplib-dev wrk libonnx-dev libtorch-dev python3-onnx
   libopenmpi-dev openmpi-bin
+  libdnnl-dev
 )
 
 # libcpp-httplib-dev: the inference server example (examples/server); wrk
@@ -21,6 +22,8 @@ packages=(
 # (include/samba/torch.hpp), its example and test. python3-onnx (1.12, the
 # version of libonnx-dev): the ONNX backend test suite. libopenmpi-dev and
 # openmpi-bin: data-parallel training (docs/DISTRIBUTED.md) and its tests.
+# libdnnl-dev: oneDNN, the reference kernels bench/kernel_peers_bench.cpp
+# measures Samba's GEMM and convolution beside (not linked into the engine).
 
 # libclang-dev: bindgen (the samba-sys crate's build) parses samba.h with it.
 # The Rust and Go bindings' toolchains: Debian's, unless one is already

@@ -207,7 +207,8 @@ class Lowering {
     const Graph& g = graphs_[gi].graph;
     const auto& index = tensor_of_[gi];
     pef::KernelDesc kd;
-    kd.fusion = k.nodes.size() == 1 ? g.node(k.nodes[0]).op->fusion : Fusion::Elementwise;
+    // A fused kernel is an elementwise chain, or a producer followed by one.
+    kd.fusion = g.node(k.nodes[0]).op->fusion;
     std::vector<std::string> names;
     auto add_unique = [](std::vector<int32_t>& list, int32_t t) {
       for (int32_t x : list)
@@ -230,7 +231,6 @@ class Lowering {
         }
         const Value& val = g.value(v);
         sym_in.push_back(Tensor::symbolic(val.shape, val.dtype));
-        kd.bytes += static_cast<double>(numel_of(val.shape) * static_cast<int64_t>(element_size(val.dtype)));
         const InputSpec& spec = n.op->inputs[std::min(i, n.op->inputs.size() - 1)];
         // A value an earlier op of this kernel computed is internal to it.
         const bool internal = std::find(kd.writes.begin(), kd.writes.end(), index[v]) != kd.writes.end();
@@ -243,7 +243,6 @@ class Lowering {
         call.outputs.push_back(index[o]);
         add_unique(kd.writes, index[o]);
         metas.push_back({val.dtype, val.shape});
-        kd.bytes += static_cast<double>(numel_of(val.shape) * static_cast<int64_t>(element_size(val.dtype)));
       }
       for (const Binding& b : n.bindings) call.bindings.push_back({b.attr, argin_index(b.argin)});
       kd.flops += estimate_flops(*n.op, InferContext{*n.op, sym_in, n.attrs}, metas);

@@ -38,6 +38,8 @@ constexpr int64_t kTaskFlops = int64_t{1} << 18;
 constexpr int64_t kMaxPaddedFloats = int64_t{1} << 16;
 // So do the staged output blocks of a task.
 constexpr int64_t kMaxStagedFloats = int64_t{1} << 16;
+// A channel-lanes channel block of an image, staged pixel-major, stays in L1.
+constexpr int64_t kMaxLanesStage = int64_t{1} << 13;
 // The images of a weight-gradient run, copied, with their gradients.
 constexpr int64_t kMaxRunFloats = int64_t{1} << 16;
 // Beyond this many multiply-adds per output pixel the packed GEMM's longer
@@ -55,6 +57,7 @@ struct DirectProblem {
   int64_t kernel_h = 0, kernel_w = 0, out_channels = 0, out_h = 0, out_w = 0;
   bool column_copies = false;
 
+  bool operator==(const DirectProblem&) const = default;
   int64_t padded_h() const { return in_h + 2 * pad_h; }
   // Floats between rows of the copy, and between output rows as numbered.
   int64_t pitch() const { return column_copies ? out_w : in_w + 2 * pad_w; }
@@ -76,32 +79,87 @@ double row_cycles(int64_t rows, int64_t len, int64_t lanes) {
   return static_cast<double>(rows * (1 + ceil_div(len, lanes)));
 }
 
+// The (output pixel, kernel position) products that channel-lanes blocks of
+// `block_pixels` pixels compute over the image, padded ones included where
+// the kernel computes them: as the kernel (lanes_image in
+// x86/conv_direct_kernel.h) runs a block only at the kernel rows that reach
+// the input for its output rows, and, for a block within one output row,
+// leaves out a first or last pixel whose tap falls on the padding columns.
+int64_t lanes_products(const DirectProblem& p, int64_t block_pixels) {
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t rows = p.column_copies ? 1 : p.out_h, run = p.column_copies ? pixels : p.out_w;
+  int64_t products = 0;
+  for (int64_t q0 = 0; q0 < run; q0 += block_pixels) {
+    const int64_t q = std::min(q0, run - block_pixels);
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t oh0 = p.column_copies ? q / p.out_w : row;
+      const int64_t oh1 = p.column_copies ? (q + block_pixels - 1) / p.out_w : row;
+      const int64_t kernel_rows = std::min(p.kernel_h, p.in_h + p.pad_h - oh0) -
+                                  std::max<int64_t>(0, p.pad_h - oh1);
+      if (kernel_rows <= 0) continue;
+      const int64_t col = oh0 != oh1 ? -1 : p.column_copies ? q - oh0 * p.out_w : q;
+      int64_t row_products = 0;
+      for (int64_t j = 0; j < p.kernel_w; ++j) {
+        const int64_t first = col < 0 ? 0 : p.pad_w - j - col;
+        const int64_t last = col < 0 ? 0 : col + block_pixels + j - p.pad_w - p.in_w;
+        if (first < block_pixels - last)
+          row_products += block_pixels - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+      }
+      products += kernel_rows * row_products;
+    }
+  }
+  return products;
+}
+
 // The register block with the fewest vector FMAs for the image, padding of
 // the last pixel vectors and channel block included, and loads per FMA as
-// the tie-break; plus the copies in and out of the layout.
-DirectPlan plan_for(const ConvDirectKernels& k, const DirectProblem& p) {
-  DirectPlan plan{p, 0, 0};
+// the tie-break; plus the copies in and out of the layout. Channel-lanes
+// blocks (conv_direct.h) only where `channel_lanes`, and then only those.
+DirectPlan plan_for(const ConvDirectKernels& k, const DirectProblem& p, bool channel_lanes) {
+  DirectPlan plan{p, -1, 0};
+  const int64_t pixels = p.out_h * p.out_w;
   const int64_t vectors = ceil_div(p.out_h * p.pitch(), k.lanes);
   for (int i = 0; i < k.block_count; ++i) {
     const DirectConvBlock b = k.blocks[i];
-    const double fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
-                                            ceil_div(p.out_channels, b.channels) * b.channels *
-                                            p.in_channels * p.taps());
-    const double loads_per_fma =
-        static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
+    if (b.channel_lanes != channel_lanes) continue;
+    double fmas = 0, loads_per_fma = 0;
+    if (b.channel_lanes) {
+      // Blocks of a run of pixels: the whole image in the column copies, a
+      // row in the padded planes (whose pitch has extra columns), the last
+      // block moved back over the others; the staged block stays in L1.
+      const int64_t run = p.column_copies ? pixels : p.out_w;
+      if (run < b.vectors || pixels * b.channels > kMaxLanesStage) continue;
+      const int64_t channel_vectors = b.channels / k.lanes;
+      fmas = static_cast<double>(lanes_products(p, b.vectors) *
+                                 ceil_div(p.out_channels, b.channels) * channel_vectors *
+                                 p.in_channels);
+      // The broadcast inputs fold into the FMAs: the weight vectors count.
+      loads_per_fma = static_cast<double>(b.vectors + channel_vectors) /
+                      static_cast<double>(b.vectors * channel_vectors);
+    } else {
+      fmas = static_cast<double>(ceil_div(vectors, b.vectors) * b.vectors *
+                                 ceil_div(p.out_channels, b.channels) * b.channels *
+                                 p.in_channels * p.taps());
+      // Plus the broadcast weight each FMA loads.
+      loads_per_fma =
+          1.0 + static_cast<double>(b.vectors + b.channels) / (b.vectors * b.channels);
+    }
     const double cycles = fmas * (1.0 + 0.1 * loads_per_fma);
-    if (i == 0 || cycles < plan.cycles) {
+    if (plan.block < 0 || cycles < plan.cycles) {
       plan.block = i;
       plan.cycles = cycles;
     }
   }
+  if (plan.block < 0) return plan;
   plan.cycles += static_cast<double>(p.image_floats() / k.lanes);  // zeroing the copy
-  if (p.column_copies) {
+  if (p.column_copies)
     plan.cycles += row_cycles(p.in_channels * p.kernel_w * p.padded_h(), p.out_w, k.lanes);
-  } else {
+  else
     plan.cycles += row_cycles(p.in_channels * p.in_h, p.in_w, k.lanes);
+  if (channel_lanes)  // the transposition, a few shuffles per vector
+    plan.cycles += 3.0 * static_cast<double>(p.out_channels * ceil_div(pixels, k.lanes));
+  else if (!p.column_copies)
     plan.cycles += row_cycles(p.out_channels * p.out_h, p.out_w, k.lanes);  // staged rows
-  }
   return plan;
 }
 
@@ -109,17 +167,20 @@ bool suits_direct(const DirectProblem& p) {
   return p.image_floats() <= kMaxPaddedFloats && p.in_channels * p.taps() <= kMaxReduction;
 }
 
-// The cheaper layout that suits the kernel, of those `layout` allows.
+// The cheapest layout and block kind that suits the kernel, of those
+// `layout` allows.
 std::optional<DirectPlan> choose_plan(const ConvDirectKernels& k, DirectProblem p,
                                       DirectLayout layout) {
   std::optional<DirectPlan> best;
-  for (bool copies : {false, true}) {
+  for (int kind = 0; kind < 4; ++kind) {
+    const bool copies = kind % 2 == 1, lanes = kind >= 2;
+    const DirectLayout named = lanes     ? DirectLayout::ChannelLanes
+                               : copies ? DirectLayout::ColumnCopies
+                                        : DirectLayout::PaddedPlanes;
     p.column_copies = copies;
-    if (!suits_direct(p) || (layout == DirectLayout::PaddedPlanes && copies) ||
-        (layout == DirectLayout::ColumnCopies && !copies))
-      continue;
-    const DirectPlan plan = plan_for(k, p);
-    if (!best || plan.cycles < best->cycles) best = plan;
+    if (!suits_direct(p) || (layout != DirectLayout::Cheapest && layout != named)) continue;
+    const DirectPlan plan = plan_for(k, p, lanes);
+    if (plan.block >= 0 && (!best || plan.cycles < best->cycles)) best = plan;
   }
   return best;
 }
@@ -141,21 +202,39 @@ std::vector<float> pack_weight(const DirectProblem& p, int64_t block, WeightAt w
   return packed;
 }
 
+// Where the thread last copied an image (copy_image), its layout and slack:
+// the padding zeros there are still in place.
+struct ZeroedCopy {
+  const float* dst = nullptr;
+  DirectProblem p;
+  int64_t slack = 0;
+};
+thread_local ZeroedCopy zeroed;
+
 // Per-thread buffers (0: the padded image, 1: the staged output), kept for
 // the thread's next image; a task never waits on other tasks, so a buffer
 // is never shared.
 float* scratch(int which, int64_t floats) {
   thread_local std::vector<float> buf[2];
   std::vector<float>& b = buf[which];
-  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
+  if (static_cast<int64_t>(b.size()) < floats) {
+    b.resize(static_cast<size_t>(floats));
+    zeroed = {};
+  }
   return b.data();
 }
 
 // dst = x in the problem's layout, then `slack` zeros the kernel may read
-// past the last channel.
+// past the last channel. The copies only ever write the layout's data
+// positions, so the zeros of the padding (as much of the copy as its data
+// on 8 x 8 images) are written only when the thread's last copy was not to
+// the same place in the same layout.
 void copy_image(const ConvDirectKernels& k, const DirectProblem& p, const float* x, float* dst,
                 int64_t slack) {
-  std::fill_n(dst, p.image_floats() + slack, 0.0f);
+  if (zeroed.dst != dst || !(zeroed.p == p) || zeroed.slack != slack) {
+    std::fill_n(dst, p.image_floats() + slack, 0.0f);
+    zeroed = {dst, p, slack};
+  }
   const int64_t pitch = p.pitch();
   for (int64_t c = 0; c < p.in_channels; ++c) {
     const float* plane = x + c * p.in_h * p.in_w;
@@ -177,13 +256,17 @@ void copy_image(const ConvDirectKernels& k, const DirectProblem& p, const float*
 // image are split only when there are too few images for every thread or
 // their staged outputs would not fit in L2.
 void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float* weight,
-                const float* x, const float* bias, float* out) {
+                const float* x, const float* bias, float* out, const OutputTail* tail) {
   const DirectProblem& p = plan.p;
   const DirectConvBlock b = k.blocks[plan.block];
   const int64_t blocks = ceil_div(p.out_channels, b.channels);
   const int64_t chunk = b.vectors * k.lanes;
-  const int64_t staged_block =
-      p.column_copies ? 0 : ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
+  const int64_t pixels = p.out_h * p.out_w;
+  const int64_t staged_block = b.channel_lanes || p.column_copies
+                                   ? 0
+                                   : ceil_div(p.out_h * p.pitch(), chunk) * chunk * b.channels;
+  // Channel-lanes blocks share one staged block.
+  const int64_t lanes_stage = b.channel_lanes ? pixels * b.channels : 0;
   const int64_t want = 4 * static_cast<int64_t>(current_pool().threads());
   const int64_t fit = ceil_div(blocks * staged_block, kMaxStagedFloats);
   const int64_t splits = std::clamp<int64_t>(std::max(ceil_div(want, p.batch), fit), 1, blocks);
@@ -195,7 +278,7 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
   const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
   parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
     float* padded_input = scratch(0, padded);
-    float* staged = scratch(1, per_split * staged_block);
+    float* staged = scratch(1, std::max(per_split * staged_block, lanes_stage));
     int64_t padded_image = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / splits, split = t % splits;
@@ -220,7 +303,19 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
       a.block_begin = split * per_split;
       a.block_end = std::min(blocks, a.block_begin + per_split);
       a.staged = staged;
-      if (a.block_begin < a.block_end) k.image(a, plan.block);
+      a.in_h = p.in_h;
+      a.in_w = p.in_w;
+      a.pad_h = p.pad_h;
+      a.pad_w = p.pad_w;
+      if (a.block_begin >= a.block_end) continue;
+      k.image(a, plan.block);
+      if (tail) {
+        // The channels just stored are contiguous and still in L2.
+        const int64_t plane = p.out_h * p.out_w;
+        const int64_t c0 = a.block_begin * b.channels;
+        const int64_t c1 = std::min(p.out_channels, a.block_end * b.channels);
+        (*tail)(a.out + c0 * plane, 1, (c1 - c0) * plane, (c1 - c0) * plane);
+      }
     }
   });
 }
@@ -233,7 +328,8 @@ bool unit_stride(const ConvGeometry& g) {
 }  // namespace
 
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
-                           const float* bias, float* out, DirectLayout layout) {
+                           const float* bias, float* out, DirectLayout layout,
+                           OutputTail* tail) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
   if (!k || !unit_stride(g)) return false;
   DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
@@ -244,7 +340,8 @@ bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* w
       p, k->blocks[plan->block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
       });
-  run_direct(*k, *plan, packed.data(), x, bias, out);
+  if (tail) tail->applied = true;
+  run_direct(*k, *plan, packed.data(), x, bias, out, tail);
   return true;
 }
 
@@ -323,7 +420,7 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
       p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
       });
-  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input);
+  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input, nullptr);
   return true;
 }
 

@@ -13,6 +13,15 @@
 // `vectors` vectors of output pixels by `channels` output channels
 // accumulates over the input channels and taps, weights broadcast from a
 // copy laid out for the block; the bias is added as the block is stored.
+// Images of few pixels and many output channels (the digits net's second
+// layer: 64 pixels, 32 channels) use channel-lanes blocks instead: a run of
+// output pixels (within a row in the padded planes) by the block's channels, the
+// weights loaded as vectors and each input broadcast, staged pixel-major
+// and transposed to the output planes; the plan's cost picks between them.
+// Those blocks skip the taps that fall on the padding (on 8 x 8 images with
+// padding 1, a sixth of a 3 x 3 kernel's products): a block runs only the
+// kernel rows that reach the input, and a block within one output row
+// leaves its first or last pixel out of a kernel column's products there.
 // The input gradient is such a convolution (of the output gradient); the
 // weight gradient reads the column copies, where each weight element's
 // inputs are one contiguous run of output pixels.
@@ -26,18 +35,22 @@
 
 #include "engine/core/isa.h"
 #include "engine/kernels/conv_geometry.h"
+#include "engine/kernels/output_tail.h"
 
 namespace samba::ops {
 
 // out = conv2d(x, weight) + bias (bias may be null) with the direct kernel,
-// when the level in use has one and the geometry suits it; false (nothing
+// when the level in use has one and the geometry suits it (running `tail`,
+// when given, on each image's run of output channels as it is stored); false (nothing
 // written) otherwise, or when the layout asked for does not suit it.
 // The input layouts of the kernel (above); tests force one to reach both.
-enum class DirectLayout { Cheapest, PaddedPlanes, ColumnCopies };
+// ChannelLanes is the channel-lanes blocks (above), in the cheaper layout.
+enum class DirectLayout { Cheapest, PaddedPlanes, ColumnCopies, ChannelLanes };
 
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
                            const float* bias, float* out,
-                           DirectLayout layout = DirectLayout::Cheapest);
+                           DirectLayout layout = DirectLayout::Cheapest,
+                           OutputTail* tail = nullptr);
 
 // grad_input = the adjoint of conv2d in x applied to grad, as the direct
 // convolution of grad with the flipped, transposed weight (stride 1 only);
@@ -54,10 +67,15 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
 namespace detail {
 
 // A register block: `vectors` vectors of output pixels by `channels` output
-// channels.
+// channels; or, with channel_lanes, `vectors` single output pixels by
+// `channels` output channels in channels / lanes vectors. The latter keeps
+// the weights in vectors and broadcasts the inputs, which suits images with
+// few pixels and many channels: its blocks are stored pixel-major to the
+// staged buffer and transposed to the output's channel planes.
 struct DirectConvBlock {
   int vectors;
   int channels;
+  bool channel_lanes = false;
 };
 
 // One image's direct convolution, for the output channel blocks
@@ -81,6 +99,9 @@ struct DirectConvImage {
   // pitch floats, each rounded up to whole register blocks (block.vectors *
   // lanes). Unused (may be null) where pitch == out_w.
   float* staged;
+  // Channel-lanes blocks only: the input's size before padding and the
+  // padding, so that the taps falling on the padding are not multiplied.
+  int64_t in_h, in_w, pad_h, pad_w;
 };
 
 // The weight gradient over a run of images copied in the column-copies

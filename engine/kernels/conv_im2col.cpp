@@ -415,7 +415,7 @@ void weight_grad_impl(const ConvGeometry& g, const T* grad, const T* x, T* dw) {
 }  // namespace
 
 void conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& weight,
-                    const Tensor& bias, const Tensor& out) {
+                    const Tensor& bias, const Tensor& out, OutputTail* tail) {
   if (out.numel() == 0) return;
   in_compute_type("conv2d", {x, weight, bias}, out,
                   [&](auto tag, const std::vector<Tensor>& in, const Tensor& o) {
@@ -426,7 +426,8 @@ void conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& weight
                                                   o.data<T>());
                     if constexpr (std::is_same_v<T, float>)
                       if (conv2d_direct_forward(g, in[0].data<T>(), in[1].data<T>(), bias_data,
-                                                o.data<T>()))
+                                                o.data<T>(), DirectLayout::Cheapest,
+                                                o.raw_data() == out.raw_data() ? tail : nullptr))
                         return;
                     forward_impl<T>(g, in[0].data<T>(), in[1].data<T>(), bias_data, o.data<T>());
                   });

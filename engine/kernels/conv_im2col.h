@@ -8,12 +8,15 @@
 #pragma once
 
 #include "engine/kernels/conv_geometry.h"
+#include "engine/kernels/output_tail.h"
 
 namespace samba::ops {
 
 // out = conv2d(x, weight) (+ bias per output channel when defined).
+// `tail`, when given, is run on the output blocks where the path taken
+// allows (output_tail.h).
 void conv2d_forward(const ConvGeometry& g, const Tensor& x, const Tensor& weight,
-                    const Tensor& bias, const Tensor& out);
+                    const Tensor& bias, const Tensor& out, OutputTail* tail = nullptr);
 
 // grad_input = the adjoint of conv2d in x applied to grad (overwrites).
 // This is also conv_transpose2d's forward.

@@ -11,6 +11,7 @@
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "engine/kernels/elementwise_loops.h"
+#include "engine/kernels/wide_float_math.h"
 
 namespace samba::ops::ew {
 
@@ -139,9 +140,19 @@ void log_block(int64_t n, A* __restrict o, const A* x) {
       [](A v) { return std::log(v); });
 }
 
+// Eigen's tanh; float at AVX-512 through the 16-lane copy of it.
+template <typename A>
+void tanh_block(int64_t n, A* __restrict o, const A* x) {
+  if constexpr (std::is_same_v<A, float>)
+    if (const auto wide = wide_float_math().tanh) return wide(n, o, x);
+  vec(o, n) = vec(x, n).tanh();
+}
+
 // 1 / (1 + e^-x): e^-x overflows to inf for very negative x, giving 0 as it should.
 template <typename A>
 void sigmoid_block(int64_t n, A* __restrict o, const A* x) {
+  if constexpr (std::is_same_v<A, float>)
+    if (const auto wide = wide_float_math().sigmoid) return wide(n, o, x);
 #ifdef SAMBA_EW_EXP8
   if constexpr (std::is_same_v<A, float>) return map8(n, o, x, sigmoid8);
 #endif

@@ -121,24 +121,46 @@ constexpr int64_t kTileRowAlign = 24;
 constexpr int64_t kShortRows = 32;
 int64_t tile_col_align() { return std::max<int64_t>(16, detail::sgemm_kernels().col_block); }
 
+// The kernel that computes a float tile of `rows` x `cols`.
+enum class TileKernel { PrepackedRows, Transposed, Direct, Dot, Packed, Eigen };
+// Whether the level's kernel for few rows against a B packed at load takes
+// the tile (when B is packed: g.b_packed).
+bool takes_prepacked_rows(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+  const detail::SgemmKernels& kern = detail::sgemm_kernels();
+  return kern.prepacked_rows_tile && kern.prefer_prepacked_rows(g, rows, cols);
+}
+TileKernel tile_kernel(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+  if (g.k <= 0 || gemm_kernel() != GemmKernel::Auto) return TileKernel::Eigen;
+  const detail::SgemmKernels& kern = detail::sgemm_kernels();
+  if (g.b_packed && takes_prepacked_rows(g, rows, cols)) return TileKernel::PrepackedRows;
+  if (kern.transposed_tile && kern.prefer_transposed(g, rows, cols)) return TileKernel::Transposed;
+  if (kern.direct_tile && kern.prefer_direct(g, rows, cols)) return TileKernel::Direct;
+  if (kern.dot_tile && kern.prefer_dot(g, rows)) return TileKernel::Dot;
+  if (kern.packed_tile && kern.prefer_packed(rows, cols, g.k)) return TileKernel::Packed;
+  return TileKernel::Eigen;
+}
+
 // Rows [r0, r0 + rows) x cols [c0, c0 + cols) of one product, then the epilogue.
 template <typename T>
 void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, int64_t rows,
                int64_t c0, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   if constexpr (std::is_same_v<T, float>) {
-    if (g.k > 0 && gemm_kernel() == GemmKernel::Auto) {
-      const detail::SgemmKernels& kern = detail::sgemm_kernels();
-      if (kern.transposed_tile && kern.prefer_transposed(g, rows, cols))
+    const detail::SgemmKernels& kern = detail::sgemm_kernels();
+    switch (tile_kernel(g, rows, cols)) {
+      case TileKernel::PrepackedRows:
+        return kern.prepacked_rows_tile(g, a, b, c, r0, rows, c0, cols);
+      case TileKernel::Transposed:
         return kern.transposed_tile(g, a, b, c, r0, rows, c0, cols);
-      if (kern.direct_tile && kern.prefer_direct(g, rows, cols))
+      case TileKernel::Direct:
         return kern.direct_tile(g, a, b, c, r0, rows, c0, cols);
-      if (kern.dot_tile && kern.prefer_dot(g, rows)) {
+      case TileKernel::Dot:
         kern.dot_tile(g, a, b, c, r0, rows, c0, cols);
-        return apply_epilogue(c + r0 * g.ldc + c0, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
-      }
-      if (kern.packed_tile && kern.prefer_packed(rows, cols, g.k))
+        return finish_block(g, c + r0 * g.ldc + c0, rows, cols, g.bias ? g.bias + c0 : nullptr);
+      case TileKernel::Packed:
         return kern.packed_tile(g, a, b, c, r0, rows, c0, cols);
+      case TileKernel::Eigen:
+        break;
     }
   }
   T* ct = c + r0 * g.ldc + c0;
@@ -170,7 +192,7 @@ void gemm_tile(const GemmArgs<T>& g, const T* a, const T* b, T* c, int64_t r0, i
     else
       product(ConstMap<ColMajor<T>>(at, rows, g.k, sa), ConstMap<ColMajor<T>>(bt, g.k, cols, sb));
   }
-  apply_epilogue(ct, rows, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+  finish_block(g, ct, rows, cols, g.bias ? g.bias + c0 : nullptr);
 }
 
 // The same for a bf16 product: the level's bf16 kernel, or blocks widened
@@ -201,12 +223,28 @@ struct TilePlan {
 
 int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads) {
+// `panels`: a short output whose tiles read B packed at load (the kernel
+// for few rows), which need not be cut into wide tiles (below).
+TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads,
+                    bool panels = false) {
   TilePlan p;
   p.bm = m, p.bn = n, p.tasks = batch;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                        static_cast<double>(std::max<int64_t>(k, 1));
   if (threads <= 1 || flops * static_cast<double>(batch) < 2 * kMinTaskFlops) return p;
+  if (panels && batch == 1 && m <= kShortRows) {
+    // Nothing is packed or transposed per task, so tasks as narrow as one
+    // register panel cost no more than wide ones, and the more there are,
+    // the more of the product a worker that wakes late still takes (as many
+    // as 4 per thread, down to a quarter of the usual least work per task).
+    const int64_t align = tile_col_align();
+    const int64_t most = std::min<int64_t>(
+        4 * threads, std::max<int64_t>(1, static_cast<int64_t>(4 * flops / kMinTaskFlops)));
+    p.bn = std::min(n, round_up((n + most - 1) / most, align));
+    p.tn = (n + p.bn - 1) / p.bn;
+    p.tasks = p.tn;
+    return p;
+  }
   // Tiles per product: the fewest that spread batch * tiles tasks evenly
   // (>= 90% of the threads' time busy), without making a tile too small.
   const int64_t max_tiles = std::max<int64_t>(1, static_cast<int64_t>(flops / kMinTaskFlops));
@@ -249,11 +287,21 @@ TilePlan plan_tiles(int64_t batch, int64_t m, int64_t n, int64_t k, int threads)
   return p;
 }
 
+// Whether the tiles of a product of few rows all take the kernel for B
+// packed at load (plan_tiles' `panels`).
+bool short_output_reads_packed_b(const GemmArgs<float>& g) {
+  return g.m <= kShortRows && takes_prepacked_rows(g, g.m, std::min(g.n, tile_col_align()));
+}
+
 template <class Args>
 void run_batched(const Args& g, int64_t batch, const int64_t* a_off, const int64_t* b_off,
                  const int64_t* c_off) {
   if (batch <= 0 || g.m <= 0 || g.n <= 0) return;
-  const TilePlan p = plan_tiles(batch, g.m, g.n, g.k, current_pool().threads());
+  bool panels = false;
+  if constexpr (std::is_same_v<Args, GemmArgs<float>>)
+    panels = g.b_packed && g.k > 0 && gemm_kernel() == GemmKernel::Auto &&
+             short_output_reads_packed_b(g);
+  const TilePlan p = plan_tiles(batch, g.m, g.n, g.k, current_pool().threads(), panels);
   auto task = [&](int64_t t) {
     const int64_t per = p.tm * p.tn;
     const int64_t i = t / per, tile = t % per;
@@ -271,6 +319,28 @@ void run_batched(const Args& g, int64_t batch, const int64_t* a_off, const int64
     for (int64_t t = t0; t < t1; ++t) task(t);
   });
 }
+
+}  // namespace
+
+bool gemm_packs_b(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b) {
+  const detail::SgemmKernels& kern = detail::sgemm_kernels();
+  if (m <= 0 || n <= 0 || k <= 0 || !kern.prepack_b) return false;
+  GemmArgs<float> g;
+  g.m = m, g.n = n, g.k = k;
+  g.a = {nullptr, trans_a ? m : k, trans_a};
+  g.b = {nullptr, trans_b ? k : n, trans_b};
+  if (short_output_reads_packed_b(g)) return true;
+  // Tiles of one plan have at most two heights and two widths (the last
+  // row and column of tiles may be shorter).
+  const TilePlan p = plan_tiles(1, m, n, k, current_pool().threads());
+  for (const int64_t rows : {p.bm, m - (p.tm - 1) * p.bm})
+    for (const int64_t cols : {p.bn, n - (p.tn - 1) * p.bn})
+      if (tile_kernel(g, rows, cols) == TileKernel::Packed || takes_prepacked_rows(g, rows, cols))
+        return true;
+  return false;
+}
+
+namespace {
 
 template <typename T, typename F>
 void rows_apply(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, F f) {
@@ -458,8 +528,20 @@ void float_product(const Tensor& out, const Tensor& a, bool trans_a, const Tenso
   g.beta = static_cast<decltype(g.beta)>(ep.beta);
   g.bias = bias.defined() ? gemm_data<TOut>(bias) : nullptr;
   g.act = ep.act;
+  if constexpr (std::is_same_v<TIn, float> && std::is_same_v<TOut, float>) {
+    if (ep.tail) {
+      g.tail = ep.tail;
+      ep.tail->applied = true;
+    }
+  }
   const bool b_shared = std::all_of(pb.batch_strides.begin(), pb.batch_strides.end(),
                                     [](int64_t s) { return s == 0; });
+  if constexpr (std::is_same_v<Args, GemmArgs<float>>) {
+    const PackedOperand* pk = ep.packed_b;
+    if (pk && b_shared && pk->source == g.b.data && pk->k == k && pk->n == n &&
+        pk->layout.ld == g.b.ld && pk->layout.trans == g.b.trans)
+      g.b_packed = pk->data;
+  }
   if (nb == 1 || (b_shared && rows_fold(pa, batch, m))) {
     g.m = nb * m;  // (batch..., m) rows of A against one B: a single product
     return gemm(g);
@@ -545,6 +627,7 @@ void batched_product(const Tensor& out, const Tensor& a, bool trans_a, const Ten
       Tensor out32 =
           ep.beta != 0.0 ? out.to(DType::Float32) : Tensor::empty(out.shape(), DType::Float32);
       ProductEpilogue ep32 = ep;
+      ep32.tail = nullptr;  // its blocks are not the output's
       if (ep.bias.defined()) ep32.bias = ep.bias.to(DType::Float32);
       float_product<float, float>(out32, a.to(DType::Float32), trans_a, b.to(DType::Float32),
                                   trans_b, ep32);

@@ -67,6 +67,24 @@ enum class GemmKernel { Auto, Eigen };
 void set_gemm_kernel(GemmKernel k);
 GemmKernel gemm_kernel();
 
+// ---- pre-packed B -------------------------------------------------------------
+//
+// A weight that does not change between runs (an inference PEF's) is packed
+// once, at load, in the layout the packed kernel reads, instead of in every
+// tile of every call (engine/runtime/prepacked_weights.h).
+
+// Whether a float product of this shape, run on the current thread pool,
+// has tiles that take the active level's packed kernel (and so would pack
+// op(B)) or its kernel for few rows against a packed B: false where the
+// direct, dot or transposed kernels read B in place, at the generic level
+// and under GemmKernel::Eigen.
+bool gemm_packs_b(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b);
+// Floats prepack_b writes for op(B) of k x n (0 at a level without a packed kernel).
+size_t prepacked_b_floats(int64_t k, int64_t n);
+// Packs all of op(B) (k x n) into dst, 64-byte aligned and
+// prepacked_b_floats(k, n) long, for GemmArgs::b_packed.
+void prepack_b(const GemmOperand<float>& b, int64_t k, int64_t n, float* dst);
+
 // ---- tensor level ------------------------------------------------------------
 
 // How the last two dims (rows x cols, with the given strides) are read as a
@@ -78,12 +96,33 @@ struct MatrixLayout {
 std::optional<MatrixLayout> matrix_layout(int64_t rows, int64_t cols, int64_t row_stride,
                                           int64_t col_stride);
 
+// A float32 matrix b as op(b) of a product, packed by prepack_b: `source`
+// is the first element of b it was packed from, so a product given another
+// tensor ignores it.
+struct PackedOperand {
+  const float* data = nullptr;
+  const float* source = nullptr;
+  int64_t k = 0, n = 0;
+  GemmOperand<float> layout;  // how op(b) was read while packing
+};
+
+// How the last two dims of a 2-D float32 `b` are read as op(b) (trans_b: b
+// is (n, k)) without copying; nullopt for another dtype or rank, or a layout
+// the product would copy.
+std::optional<GemmOperand<float>> product_operand_b(const Tensor& b, bool trans_b);
+
 // What is folded into a product: out = act(alpha * A@B + beta * out + bias).
 struct ProductEpilogue {
   double alpha = 1.0;
   double beta = 0.0;  // non-zero: `out` holds the addend on entry
   Tensor bias;        // optional, n elements (broadcast over rows)
   Activation act = Activation::None;
+  // Optional: b packed at load, read in place of packing it per call when
+  // it is this product's shared float32 B (same source, shape and layout).
+  const PackedOperand* packed_b = nullptr;
+  // Run on each finished block of a float32 out; sets tail->applied when
+  // it is (output_tail.h).
+  OutputTail* tail = nullptr;
 };
 
 // out[..., m, n] = op(a)[..., m, k] @ op(b)[..., k, n] with the epilogue.

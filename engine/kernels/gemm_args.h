@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+
+#include "engine/kernels/output_tail.h"
 
 namespace samba::ops {
 
@@ -41,6 +44,12 @@ struct GemmArgs {
   T alpha = 1, beta = 0;
   const T* bias = nullptr;
   Activation act = Activation::None;
+  // Optional: all of op(B) packed once for the packed kernel of the active
+  // ISA level (prepack_b in gemm.h; float only). Tiles that take the packed
+  // kernel read their blocks from it instead of packing B; the others read
+  // b as usual, so both must hold the same values.
+  const T* b_packed = nullptr;
+  const OutputTail* tail = nullptr;  // float only: run on each finished block after act
 };
 
 // A product of bf16 operands accumulated in fp32 (the real device's mixed
@@ -65,5 +74,13 @@ struct Bf16GemmArgs {
 // produce a matrix another way.
 template <typename T>
 void apply_epilogue(T* c, int64_t rows, int64_t cols, int64_t ldc, const T* bias, Activation act);
+
+// The rows x cols block at c is final: its epilogue, then the caller's tail.
+template <typename T>
+void finish_block(const GemmArgs<T>& g, T* c, int64_t rows, int64_t cols, const T* bias) {
+  apply_epilogue(c, rows, cols, g.ldc, bias, g.act);
+  if constexpr (std::is_same_v<T, float>)
+    if (g.tail) (*g.tail)(c, rows, cols, g.ldc);
+}
 
 }  // namespace samba::ops

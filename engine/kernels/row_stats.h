@@ -101,15 +101,31 @@ struct Moments {
 // a block (squared deviations) does not touch memory again.
 inline constexpr int64_t kMomentBlock = 512;
 
+// Partial sums kept while summing: independent additions pipeline, where one
+// running sum waits on the latency of every add before it.
+inline constexpr int kSumLanes = 32;
+
+// The sum of term(v) over n contiguous values v, term mapping an Eigen array
+// to an array expression of the same size.
+template <typename C, typename Term>
+C lane_sum(const C* x, int64_t n, Term term) {
+  using Lanes = Eigen::Array<C, kSumLanes, 1>;
+  Lanes acc = Lanes::Zero();
+  int64_t i = 0;
+  for (; i + kSumLanes <= n; i += kSumLanes) acc += term(Eigen::Map<const Lanes>(x + i));
+  C s = acc.sum();
+  if (i < n) s += term(ConstArrayMap<C>(x + i, n - i)).sum();
+  return s;
+}
+
 // Moments of n contiguous values in one pass over memory.
 template <typename C>
 Moments row_moments(const C* x, int64_t n) {
   Moments m;
   for (int64_t b = 0; b < n; b += kMomentBlock) {
     const int64_t len = std::min(kMomentBlock, n - b);
-    ConstArrayMap<C> v(x + b, len);
-    const C mean = v.sum() / static_cast<C>(len);
-    const C m2 = (v - mean).square().sum();
+    const C mean = lane_sum(x + b, len, [](const auto& v) { return v; }) / static_cast<C>(len);
+    const C m2 = lane_sum(x + b, len, [mean](const auto& v) { return (v - mean).square(); });
     m.merge({static_cast<double>(len), static_cast<double>(mean), static_cast<double>(m2)});
   }
   return m;

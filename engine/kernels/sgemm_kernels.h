@@ -68,6 +68,15 @@ struct SgemmKernels {
   // once, by the same integer rule (Eigen's) on every path.
   Bf16TileFn<float> bf16_tile_f32 = nullptr;
   Bf16TileFn<uint16_t> bf16_tile_bf16 = nullptr;
+  // All of op(B) (k x n) packed in the layout packed_tile reads through
+  // GemmArgs::b_packed, into a 64-byte aligned buffer of prepacked_b_floats.
+  size_t (*prepacked_b_floats)(int64_t k, int64_t n) = nullptr;
+  void (*prepack_b)(const GemmOperand<float>& b, int64_t k, int64_t n, float* dst) = nullptr;
+  // Few rows against a B packed at load (GemmArgs::b_packed): register
+  // blocks that sum over the whole depth, A read in place
+  // (engine/kernels/x86/prepacked_rows.h). Applies the epilogue itself.
+  bool (*prefer_prepacked_rows)(const GemmArgs<float>& g, int64_t rows, int64_t cols) = nullptr;
+  SgemmTileFn prepacked_rows_tile = nullptr;
 };
 
 // The table of the level in use (active_isa(), or the highest level below

@@ -187,13 +187,16 @@ void register_matmul(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         // Two matrices need none of the shape work below (it builds several
         // dim vectors), which costs as much as the product of small ones.
+        ProductEpilogue ep;
+        ep.packed_b = c.packed_b;
+        ep.tail = c.tail;
         if (c.inputs[0].dim() == 2 && c.inputs[1].dim() == 2) {
-          batched_product(c.outputs[0], c.inputs[0], false, c.inputs[1], false);
+          batched_product(c.outputs[0], c.inputs[0], false, c.inputs[1], false, ep);
           return;
         }
         const MatmulShapes s = matmul_shapes(c.inputs[0], c.inputs[1]);
         batched_product(reshaped_out(c.outputs[0], s.out2), as_row(c.inputs[0]), false,
-                        as_column(c.inputs[1]), false);
+                        as_column(c.inputs[1]), false, ep);
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor &a = c.inputs[0], &b = c.inputs[1];
@@ -299,6 +302,8 @@ void register_linear(OpRegistry& r) {
         ProductEpilogue ep;
         if (c.inputs.size() > 2) ep.bias = c.inputs[2];
         ep.act = linear_activation(c.attrs);
+        ep.packed_b = c.packed_b;
+        ep.tail = c.tail;
         const Tensor out2 = x.dim() == 1 ? reshaped_out(out, {1, out.shape()[0]}) : out;
         batched_product(out2, as_row(x), false, c.inputs[1], true, ep);
       })

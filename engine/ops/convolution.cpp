@@ -112,7 +112,7 @@ void register_convolution(OpRegistry& r) {
       })
       .kernel([](KernelContext& c) {
         conv2d_forward(conv2d_geometry(c.inputs, c.attrs), c.inputs[0], c.inputs[1],
-                       optional_at(c.inputs, 2), c.outputs[0]);
+                       optional_at(c.inputs, 2), c.outputs[0], c.tail);
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         const Tensor& g = c.grad_outputs[0];

@@ -288,7 +288,7 @@ void register_transcendental(OpRegistry& r) {
 void register_activations(OpRegistry& r) {
   def_float_fn(
       r, "tanh", "Hyperbolic tangent of x.", 4,
-      [](int64_t n, auto* __restrict o, const auto* x) { ew::vec(o, n) = ew::vec(x, n).tanh(); })
+      [](int64_t n, auto* o, const auto* x) { ew::tanh_block(n, o, x); })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
         return {call1("tanh_backward", {grad_of(c), c.outputs[0]})};
       });

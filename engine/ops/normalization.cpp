@@ -3,6 +3,7 @@
 // with a fused backward op. Statistics are recomputed by the backward ops
 // rather than saved, so the forward ops keep their single output.
 #include <cmath>
+#include <type_traits>
 #include <limits>
 
 #include "engine/kernels/row_stats.h"
@@ -49,17 +50,43 @@ void write_sums(const std::vector<double>& sums, int64_t which, int64_t len,
 // ---- layer_norm ---------------------------------------------------------------------
 // y = (x - mean) * rstd * w + b with the biased variance of each row.
 
+// Values normalized, then handed to the tail, per piece of a row: a piece
+// stays in L1 between being stored and the tail reading it back.
+inline constexpr int64_t kTailPiece = 1024;
+
+// y = ((x - mean) * rstd) * w + b over n values, as one pass (the affine
+// parameters are optional).
 template <typename C>
-void layer_norm_forward(const C* x, const C* w, const C* b, C* y, RowLayout l, double eps) {
+void normalize_affine(const C* x, const C* w, const C* b, C* y, int64_t n, C mean, C rstd) {
+  ConstArrayMap<C> xv(x, n);
+  ArrayMap<C> yv(y, n);
+  if (w && b)
+    yv = (xv - mean) * rstd * ConstArrayMap<C>(w, n) + ConstArrayMap<C>(b, n);
+  else if (w)
+    yv = (xv - mean) * rstd * ConstArrayMap<C>(w, n);
+  else if (b)
+    yv = (xv - mean) * rstd + ConstArrayMap<C>(b, n);
+  else
+    yv = (xv - mean) * rstd;
+}
+
+// `tail` (float only) runs on each piece of a row right after it is stored.
+template <typename C>
+void layer_norm_forward(const C* x, const C* w, const C* b, C* y, RowLayout l, double eps,
+                        const OutputTail* tail = nullptr) {
   parallel_for(l.rows, nn::rows_grain(l.len, 2), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const nn::Moments mo = nn::row_moments(x + r * l.len, l.len);
+      const C* xr = x + r * l.len;
+      C* yr = y + r * l.len;
+      const nn::Moments mo = nn::row_moments(xr, l.len);
       const C mean = static_cast<C>(mo.mean);
       const C rstd = static_cast<C>(1.0 / std::sqrt(mo.biased_var() + eps));
-      ArrayMap<C> yr(y + r * l.len, l.len);
-      yr = (ConstArrayMap<C>(x + r * l.len, l.len) - mean) * rstd;
-      if (w) yr *= ConstArrayMap<C>(w, l.len);
-      if (b) yr += ConstArrayMap<C>(b, l.len);
+      for (int64_t c = 0; c < l.len; c += kTailPiece) {
+        const int64_t n = std::min(kTailPiece, l.len - c);
+        normalize_affine(xr + c, w ? w + c : nullptr, b ? b + c : nullptr, yr + c, n, mean, rstd);
+        if constexpr (std::is_same_v<C, float>)
+          if (tail) (*tail)(yr + c, 1, n, l.len);
+      }
     }
   });
 }
@@ -378,7 +405,13 @@ void register_normalization(OpRegistry& r) {
       .kernel([](KernelContext& c) {
         const RowLayout l = trailing_layout(c.inputs[0], normalized_shape(c.attrs), "layer_norm");
         run_norm(c, 2, [&]<typename C>(const C* x, const C* w, const C* b, C* y) {
-          layer_norm_forward(x, w, b, y, l, c.attrs.f("eps"));
+          // A fused chain runs on each row of the output itself, not of a
+          // wider copy.
+          OutputTail* tail =
+              c.tail && static_cast<void*>(y) == c.outputs[0].raw_data() ? c.tail : nullptr;
+          if constexpr (!std::is_same_v<C, float>) tail = nullptr;
+          if (tail) tail->applied = true;
+          layer_norm_forward(x, w, b, y, l, c.attrs.f("eps"), tail);
         });
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {

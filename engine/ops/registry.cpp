@@ -399,7 +399,7 @@ std::vector<Tensor> call(const OpDef& op, std::span<const Tensor> inputs, const 
         kin = contiguous_in;
       }
     }
-    KernelContext kc{op, kin, outs, attrs};
+    KernelContext kc{op, kin, outs, attrs, nullptr};
     op.kernel(kc);
   }
   if (op.grad && autograd::grad_enabled()) autograd::record(op, inputs, attrs, outs);

@@ -16,6 +16,7 @@
 
 #include "engine/core/attrs.h"
 #include "engine/core/tensor.h"
+#include "engine/kernels/output_tail.h"
 
 namespace samba {
 
@@ -95,6 +96,9 @@ struct TensorMeta {
 };
 
 struct OpDef;
+namespace ops {
+struct PackedOperand;
+}
 
 struct InferContext {
   const OpDef& op;
@@ -107,6 +111,12 @@ struct KernelContext {
   std::span<const Tensor> inputs;  // contiguous unless the op accepts strided inputs
   std::span<Tensor> outputs;       // allocated, contiguous, shaped by inference
   const Attrs& attrs;
+  // The product's B operand (input 1 of linear and matmul) packed when the
+  // PEF was loaded (engine/runtime/prepacked_weights.h); null otherwise.
+  const ops::PackedOperand* packed_b = nullptr;
+  // Set by the runtime for the producer of a fused epilogue chain: kernels
+  // that can run it on each block of outputs[0] do (output_tail.h).
+  ops::OutputTail* tail = nullptr;
 };
 
 struct GradContext {

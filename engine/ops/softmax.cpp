@@ -12,6 +12,7 @@
 // can exceed a later one, and the values they scale are exact zeros.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "engine/kernels/row_stats.h"
 #include "engine/ops/operands.h"
@@ -119,14 +120,20 @@ void softmax_tile(const C* x, C* y, int64_t len, int64_t inner, int64_t w, bool 
   }
 }
 
+// `tail` (float, contiguous rows only) runs on each row right after it is
+// stored.
 template <typename C>
-void softmax_forward(const C* x, C* y, int64_t outer, int64_t len, int64_t inner, bool log) {
+void softmax_forward(const C* x, C* y, int64_t outer, int64_t len, int64_t inner, bool log,
+                     const OutputTail* tail) {
   if (len == 0) return;
   if (inner == 1) {
     parallel_for(outer, nn::rows_grain(len, kExpCost), [&](int64_t r0, int64_t r1) {
       std::vector<C> refs((len + kRowBlock - 1) / kRowBlock);
-      for (int64_t r = r0; r < r1; ++r)
+      for (int64_t r = r0; r < r1; ++r) {
         softmax_row(x + r * len, y + r * len, len, log, refs.data());
+        if constexpr (std::is_same_v<C, float>)
+          if (tail) (*tail)(y + r * len, 1, len, len);
+      }
     });
     return;
   }
@@ -221,7 +228,14 @@ void run_forward(KernelContext& c, bool log) {
   Tensor x = nn::compute_input(c.inputs[0], cdt);
   nn::ComputeOutput y(out, cdt);
   nn::with_compute_type(cdt, [&]<typename C>() {
-    softmax_forward<C>(x.data<C>(), y.data<C>(), outer, len, inner, log);
+    // A fused chain runs on each row of the output itself, not of a wider
+    // copy, and only where rows are contiguous.
+    OutputTail* tail = c.tail && inner == 1 && static_cast<void*>(y.data<C>()) == out.raw_data()
+                           ? c.tail
+                           : nullptr;
+    if constexpr (!std::is_same_v<C, float>) tail = nullptr;
+    if (tail) tail->applied = true;
+    softmax_forward<C>(x.data<C>(), y.data<C>(), outer, len, inner, log, tail);
   });
   y.commit();
 }

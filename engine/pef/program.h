@@ -123,8 +123,12 @@ struct OpCall {
 };
 
 // A kernel: one node of a section's flow graph. A fused kernel runs several
-// ops; at o0 every kernel has exactly one. reads/writes list every tensor
-// the kernel's ops read or write, inputs updated in place included.
+// ops; at o0 every kernel has exactly one. `fusion` is its first op's class:
+// a fused kernel is an elementwise chain, or a producer (linear, matmul,
+// conv2d, layer_norm, softmax, log_softmax) followed by a chain over its
+// output. reads/writes list
+// every tensor the kernel's ops read or write, inputs updated in place
+// included.
 struct KernelDesc {
   std::string name;
   Fusion fusion = Fusion::Opaque;
@@ -132,7 +136,7 @@ struct KernelDesc {
   std::vector<int32_t> reads;
   std::vector<int32_t> writes;
   double flops = 0;  // estimate, for the .pef.log and profiles
-  double bytes = 0;  // bytes read + written, estimate
+  double bytes = 0;  // loaded + stored in one run as planned (runtime::kernel_bytes_moved)
 
   bool operator==(const KernelDesc&) const = default;
 };

@@ -26,12 +26,17 @@ inline constexpr std::string_view kSetPinnedInputTensors =
     "PyRT_SET_PINNED_INPUT_TENSORS";  // copies into pinned memory
 inline constexpr std::string_view kRun =
     "PyRT_RUN";  // running the schedule, without frontend overhead
+inline constexpr std::string_view kPrepackWeights =
+    "SAMBA_PREPACK_WEIGHTS";  // weights packed for the GEMM after a write (arg: bytes)
 
 // Argument keys of section and kernel events.
 inline constexpr std::string_view kArgSectionId = "section_id";
 inline constexpr std::string_view kArgCallId = "call_id";
 inline constexpr std::string_view kArgMicroBatch = "micro_batch";
+// A kernel's bytes are what it loads and stores in memory (runtime::kernel_bytes_moved),
+// its flops the compiler's estimate.
 inline constexpr std::string_view kArgBytes = "bytes";
+inline constexpr std::string_view kArgFlops = "flops";
 inline constexpr std::string_view kArgKernel = "kernel";
 
 // "SAMBA_SESSION_RUN_FWD_BCKWD_OPT" for section types {"fwd", "BCKWD", "Opt"}:

@@ -12,6 +12,8 @@
 #include "engine/core/isa.h"
 #include "engine/core/log.h"
 #include "engine/io/atomic_file.h"
+#include "engine/profile/memcpy_bandwidth.h"
+#include "engine/profile/profile_events.h"
 
 namespace samba {
 namespace {
@@ -125,6 +127,9 @@ std::vector<ProfileStats> summarize(const ProfileTrace& t) {
       durations.emplace_back();
     }
     durations[it->second].push_back(e.dur_ns);
+    for (const ProfileArg& a : e.arg_list())
+      if (a.key() == profile_events::kArgBytes)
+        rows[it->second].bytes += a.kind == ProfileArg::Kind::Int ? static_cast<double>(a.i) : a.f;
   }
   const double wall = static_cast<double>(std::max<int64_t>(t.wall_ns(), 1));
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -175,14 +180,32 @@ std::string format_profile_summary(const ProfileTrace& t, RuntimePerfMode mode) 
                  t.wall_ns() / 1e6, t.events.size(), t.threads.size(), isa_name(active_isa()));
   if (t.dropped_events) fmt::format_to(app, ", {} events dropped", t.dropped_events);
   out.push_back('\n');
-  fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7}\n", "name",
-                 width, "category", "count", "total ms", "mean us", "p50 us", "p99 us", "max us",
-                 "wall %");
-  for (const ProfileStats& r : rows)
+  // Measured here, when a summary is written, rather than at load or when
+  // the profile starts: it takes a few tenths of a second and evicts the
+  // caches, which only someone reading byte rates should pay for, and never
+  // inside the window being profiled.
+  const MemcpyBandwidth& memcpy = memcpy_bandwidth();
+  const double memcpy_gb_per_s = memcpy.bytes_per_s * 1e-9;
+  fmt::format_to(app,
+                 "memcpy bandwidth {:.2f} GB/s (bytes read + written; {} threads, best of {} "
+                 "copies of {} MiB)\n",
+                 memcpy_gb_per_s, memcpy.threads, memcpy.repetitions, memcpy.buffer_bytes >> 20);
+  fmt::format_to(app, "{:<{}}  {:<8} {:>8} {:>12} {:>11} {:>11} {:>11} {:>11} {:>7} {:>8} {:>8}\n",
+                 "name", width, "category", "count", "total ms", "mean us", "p50 us", "p99 us",
+                 "max us", "wall %", "GB/s", "memcpy %");
+  for (const ProfileStats& r : rows) {
     fmt::format_to(
-        app, "{:<{}}  {:<8} {:>8} {:>12.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>7.2f}\n",
+        app, "{:<{}}  {:<8} {:>8} {:>12.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>7.2f}",
         r.name, width, profile_category_name(r.category), r.count, r.total_ns / 1e6,
         r.mean_ns / 1e3, r.p50_ns / 1e3, r.p99_ns / 1e3, r.max_ns / 1e3, 100.0 * r.wall_share);
+    if (r.bytes <= 0)
+      fmt::format_to(app, " {:>8} {:>8}\n", "-", "-");
+    else if (memcpy_gb_per_s <= 0)
+      fmt::format_to(app, " {:>8.2f} {:>8}\n", r.gb_per_s(), "-");
+    else
+      fmt::format_to(app, " {:>8.2f} {:>8.1f}\n", r.gb_per_s(),
+                     100.0 * r.gb_per_s() / memcpy_gb_per_s);
+  }
 
   if (mode == RuntimePerfMode::Detailed) {
     std::vector<const ProfileEvent*> by_time;

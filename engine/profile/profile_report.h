@@ -36,6 +36,12 @@ struct ProfileStats {
   int64_t p99_ns = 0;
   int64_t max_ns = 0;
   double wall_share = 0;
+  // Sum of the events' "bytes" arguments (kernels: what they load and store;
+  // transfers: what they copy); 0 when they carry none.
+  double bytes = 0;
+
+  // Bytes per nanosecond of event time, which is GB/s.
+  double gb_per_s() const { return total_ns > 0 ? bytes / static_cast<double>(total_ns) : 0; }
 };
 
 // One row per event name, by total time (largest first; ties by name).
@@ -50,8 +56,11 @@ std::optional<RuntimePerfMode> parse_runtime_perf_mode(std::string_view text);
 // warning naming it and the accepted values, and profiling stays off.
 RuntimePerfMode runtime_perf_mode_from_env();
 
-// The summary table (wall time, event and thread counts, then one row per
-// summarize() entry). Detailed appends every event in time order.
+// The summary table: a header (wall time, event and thread counts, the
+// kernels' ISA level, then the machine's memcpy bandwidth, measured on the
+// first summary of the process), then one row per summarize() entry with its
+// GB/s and that rate's share of memcpy's where its events carry bytes.
+// Detailed appends every event in time order.
 std::string format_profile_summary(const ProfileTrace& trace,
                                    RuntimePerfMode mode = RuntimePerfMode::Summary);
 // Writes format_profile_summary() to `path` atomically.

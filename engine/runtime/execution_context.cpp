@@ -6,8 +6,10 @@
 #include <optional>
 
 #include "engine/core/error.h"
+#include "engine/profile/profile_events.h"
 #include "engine/profile/profiler.h"
 #include "engine/runtime/fused_elementwise.h"
+#include "engine/runtime/prepacked_weights.h"
 #include "engine/runtime/tbb_handover.h"
 
 namespace samba::runtime {
@@ -25,8 +27,11 @@ struct ExecutionContext::SectionGraph {
 };
 
 ExecutionContext::ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state,
-                                   const ExecutionContext* batch_owner)
-    : program_(std::move(program)), activation_(program_->desc().memory.activation_bytes), state_(&state) {
+                                   const ExecutionContext* batch_owner, const PrepackedWeights* prepacked)
+    : program_(std::move(program)),
+      activation_(program_->desc().memory.activation_bytes),
+      state_(&state),
+      prepacked_(batch_owner ? batch_owner->prepacked_ : prepacked) {
   activation_.fence_to_plan(program_->desc(), /*activation=*/true);
   build_tensors(state);
   build_batch_buffers(batch_owner);
@@ -41,7 +46,11 @@ void ExecutionContext::build_tensors(const DeviceMemory& state) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     if (t.role == pef::TensorRole::Alias) continue;
-    tensors_[i] = device_view(pef::in_activation_area(t.role) ? activation_ : state, t);
+    if (std::byte* cached = prepacked_ ? prepacked_->cast_result(static_cast<int32_t>(i)) : nullptr)
+      tensors_[i] = Tensor::view_of(Storage::borrow(cached, t.nbytes), t.dtype, t.shape,
+                                    contiguous_strides(t.shape), 0);
+    else
+      tensors_[i] = device_view(pef::in_activation_area(t.role) ? activation_ : state, t);
     tensors_[i].impl()->name = t.name;
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -59,6 +68,7 @@ void ExecutionContext::build_tensors(const DeviceMemory& state) {
       for (int32_t t : s.inputs) a.inputs.push_back(t < 0 ? Tensor() : tensors_[static_cast<size_t>(t)]);
       for (int32_t t : s.outputs) a.outputs.push_back(tensors_[static_cast<size_t>(t)]);
       a.attrs = s.attrs;
+      if (prepacked_) a.packed_b = prepacked_->find(k, args_[k].size());
       args_[k].push_back(std::move(a));
     }
   }
@@ -66,16 +76,25 @@ void ExecutionContext::build_tensors(const DeviceMemory& state) {
 
 void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
   const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  // A cast of the weights, computed when they were last written.
+  if (prepacked_ && prepacked_->computes(static_cast<size_t>(kernel))) {
+    if (values.observer) {
+      values.observer->before_kernel(kernel);
+      values.observer->after_kernel(kernel);
+    }
+    return;
+  }
   std::vector<StepArgs>& steps = args_[static_cast<size_t>(kernel)];
   std::optional<ProfileScope> scope;
-  if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel))
+  if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel)) {
     scope.emplace(*values.profiler, (*values.kernel_names)[static_cast<size_t>(kernel)], ProfileCategory::Kernel);
+    // What a trace viewer and the summary need to tell a bandwidth-bound
+    // kernel from a compute-bound one.
+    scope->arg(profile_events::kArgBytes, static_cast<int64_t>(plan.bytes))
+        .arg(profile_events::kArgFlops, plan.flops);
+  }
   if (values.observer) values.observer->before_kernel(kernel);
-  // A fused chain's own steps run as one pass, unless this run's buffers
-  // overlap in a way the pass cannot take; then they run one by one too.
-  const size_t fused_from = plan.fused ? plan.fused->first_step() : plan.steps.size();
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    if (i == fused_from && plan.fused->run(tensors_)) break;
+  auto run_step = [&](size_t i, ops::OutputTail* tail) {
     const OpStep& s = plan.steps[i];
     StepArgs& a = steps[i];
     // Run-time values replace the compiled ones in place; the variant keeps
@@ -95,7 +114,7 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
       const auto at = static_cast<size_t>(s.training_attr);
       a.attrs.value_at(at) = values.train && std::get<bool>(s.attrs.items()[at].second);
     }
-    KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs};
+    KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs, a.packed_b, tail};
     try {
       s.op->kernel(kc);
     } catch (const Error& e) {
@@ -105,6 +124,33 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
                                         program_->desc().kernels[static_cast<size_t>(kernel)].name,
                                         i, s.op->name, e.what()));
     }
+  };
+  if (plan.fused && plan.fused->has_producer()) {
+    // The producer runs the chain on its output blocks, writing where the
+    // pass says; when this run's buffers allow no fused placement, every
+    // step runs on its own below.
+    Tensor& first_out = steps[0].outputs[0];
+    const bool fused = plan.fused->run(tensors_, [&](const Tensor& out, ops::OutputTail* tail) {
+      struct Restore {
+        Tensor& slot;
+        Tensor own;
+        ~Restore() { slot = std::move(own); }
+      } restore{first_out, first_out};
+      first_out = out;
+      run_step(0, tail);
+    });
+    if (fused) {
+      if (values.observer) values.observer->after_kernel(kernel);
+      return;
+    }
+  }
+  // A fused chain's own steps run as one pass, unless this run's buffers
+  // overlap in a way the pass cannot take; then they run one by one too.
+  const size_t fused_from =
+      plan.fused && !plan.fused->has_producer() ? plan.fused->first_step() : plan.steps.size();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (i == fused_from && plan.fused->run(tensors_)) break;
+    run_step(i, nullptr);
   }
   if (values.observer) values.observer->after_kernel(kernel);
 }

@@ -22,6 +22,8 @@ class Profiler;
 
 namespace samba::runtime {
 
+class PrepackedWeights;
+
 // Told before and after each kernel of a run runs, on the thread that runs
 // it: how a data-parallel run starts a gradient bucket's all-reduce as soon
 // as backward has written it, and holds an optimizer kernel until its
@@ -50,9 +52,12 @@ class ExecutionContext {
  public:
   // `state` is the shared state area; it must outlive the context. A
   // pipeline slot (see slot()) passes the context whose whole-batch input
-  // and output buffers it shares.
+  // and output buffers it shares (and its pre-packed weights). `prepacked`
+  // (may be null; must outlive the context) gives the products the weights
+  // packed at load; the runtime keeps them fresh.
   ExecutionContext(std::shared_ptr<const Program> program, const DeviceMemory& state,
-                   const ExecutionContext* batch_owner = nullptr);
+                   const ExecutionContext* batch_owner = nullptr,
+                   const PrepackedWeights* prepacked = nullptr);
   ~ExecutionContext();
   ExecutionContext(const ExecutionContext&) = delete;
   ExecutionContext& operator=(const ExecutionContext&) = delete;
@@ -96,6 +101,7 @@ class ExecutionContext {
     std::vector<Tensor> inputs;
     std::vector<Tensor> outputs;
     Attrs attrs;  // the step's attributes; bound ones are patched per run
+    const ops::PackedOperand* packed_b = nullptr;
   };
   struct SectionGraph;
 
@@ -119,6 +125,7 @@ class ExecutionContext {
   std::vector<int32_t> split_of_;  // per tensor: index into splits_, or -1
   std::vector<AttrValue> argin_values_;
   const DeviceMemory* state_ = nullptr;
+  const PrepackedWeights* prepacked_ = nullptr;
   std::vector<std::unique_ptr<ExecutionContext>> slots_;
   std::shared_ptr<void> pipeline_cache_;
   std::vector<Tensor> tensors_;

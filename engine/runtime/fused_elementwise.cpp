@@ -45,17 +45,32 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
                                                                const std::vector<OpStep>& steps,
                                                                const std::vector<bool>& kept) {
   const auto& tensors = program.desc().tensors;
-  for (const OpStep& s : steps)
-    if (s.outputs.size() != 1 || s.inputs.empty() || s.inputs.size() > 3) return nullptr;
+  if (steps.size() < 2) return nullptr;
+  const bool led = steps.front().op->fusion != Fusion::Elementwise;  // by a producer
+  for (size_t i = led ? 1 : 0; i < steps.size(); ++i)
+    if (steps[i].outputs.size() != 1 || steps[i].inputs.empty() || steps[i].inputs.size() > 3)
+      return nullptr;
   const pef::TensorDesc& result = tensors[static_cast<size_t>(steps.back().outputs[0])];
   auto fused = std::unique_ptr<FusedElementwise>(new FusedElementwise());
   FusedElementwise& f = *fused;
-  // Leading steps of another shape (the scalar a backward chain starts
-  // from) run on their own first; their results are read from memory.
-  while (f.first_step_ < steps.size() &&
-         tensors[static_cast<size_t>(steps[f.first_step_].outputs[0])].shape != result.shape)
-    ++f.first_step_;
-  if (steps.size() - f.first_step_ < 2) return nullptr;
+  int32_t produced = -1;  // the producer's output tensor
+  if (led) {
+    // Its output must be what the chain's tiles are: float32 of the
+    // result's shape, its own bytes.
+    if (steps.front().outputs.size() != 1) return nullptr;
+    produced = steps.front().outputs[0];
+    const auto& pd = tensors[static_cast<size_t>(produced)];
+    if (pd.role == pef::TensorRole::Alias || pd.dtype != DType::Float32 || pd.shape != result.shape)
+      return nullptr;
+    f.first_step_ = 1;
+  } else {
+    // Leading steps of another shape (the scalar a backward chain starts
+    // from) run on their own first; their results are read from memory.
+    while (f.first_step_ < steps.size() &&
+           tensors[static_cast<size_t>(steps[f.first_step_].outputs[0])].shape != result.shape)
+      ++f.first_step_;
+    if (steps.size() - f.first_step_ < 2) return nullptr;
+  }
   f.numel_ = numel_of(result.shape);
   f.row_ = result.shape.empty() ? 1 : std::max<int64_t>(result.shape.back(), 1);
   if (f.numel_ == 0) return nullptr;
@@ -86,7 +101,7 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
     const int32_t out = s.outputs[0];
     const auto& od = tensors[static_cast<size_t>(out)];
     if (od.role == pef::TensorRole::Alias || od.dtype != DType::Float32 ||
-        od.shape != result.shape || result_of[static_cast<size_t>(out)] >= 0)
+        od.shape != result.shape || result_of[static_cast<size_t>(out)] >= 0 || out == produced)
       return nullptr;
     for (int32_t t : s.inputs) {
       if (t < 0) return nullptr;
@@ -96,8 +111,11 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
         step.in.push_back({Source::Tile, producer});  // the tile is assigned below
         continue;
       }
-      // A view of a result of this chain would have to be read back from memory.
-      if (result_of[static_cast<size_t>(program.root(t))] >= 0) return nullptr;
+      // A view of a result of this chain would have to be read back from
+      // memory; so would a view of the product, which may not be written.
+      if (result_of[static_cast<size_t>(program.root(t))] >= 0 ||
+          (t != produced && program.root(t) == produced))
+        return nullptr;
       const auto& td = tensors[static_cast<size_t>(t)];
       const int64_t n = numel_of(td.shape);
       if (single_value(td)) {
@@ -120,6 +138,18 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
     f.steps_.push_back(std::move(step));
   }
   if (f.tensors_.size() > kMaxTensors) return nullptr;
+  if (led) {
+    for (size_t i = 0; i < f.tensors_.size(); ++i)
+      if (f.tensors_[i].tensor == produced && f.tensors_[i].source == Source::Full)
+        f.produced_ = static_cast<int32_t>(i);
+    if (f.produced_ < 0) return nullptr;  // the chain does not read it as a whole
+    if (!kept[static_cast<size_t>(produced)]) {
+      f.produced_into_ = steps.back().outputs[0];
+      f.unstored_.push_back(produced);
+    }
+    for (int32_t t : steps.front().inputs)
+      if (t >= 0) f.producer_reads_.push_back(program.root(t));
+  }
 
   // Tile buffers, reused once the value they hold has no later reader. A
   // step's result never shares a buffer with its inputs (they are read
@@ -143,13 +173,19 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
   }
 
   int64_t cost = 0;
-  for (const Memory& m : f.tensors_) {
-    f.bytes_moved_ += static_cast<double>(m.nbytes);
-    f.stream_ |= m.written && m.nbytes >= ew::kStreamBytes;
-  }
+  for (const Memory& m : f.tensors_) f.stream_ |= m.written && m.nbytes >= ew::kStreamBytes;
   for (const Step& s : f.steps_) cost += 4 * static_cast<int64_t>(s.in.size());
   f.grain_ = ew::grain_for(cost);
   return fused;
+}
+
+std::vector<FusedElementwise::MemoryTouched> FusedElementwise::memory_touched() const {
+  std::vector<MemoryTouched> touched;
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    // An unstored product is the result's bytes, counted with the result.
+    if (static_cast<int32_t>(i) != produced_ || produced_into_ < 0)
+      touched.push_back({tensors_[i].tensor, tensors_[i].nbytes});
+  return touched;
 }
 
 bool FusedElementwise::overlaps_badly(char* const* base) const {
@@ -178,11 +214,78 @@ bool FusedElementwise::run(const std::vector<Tensor>& tensors) const {
   for (size_t i = 0; i < tensors_.size(); ++i)
     base[i] = static_cast<char*>(tensors[static_cast<size_t>(tensors_[i].tensor)].raw_data());
   if (overlaps_badly(base.data())) return false;
-  parallel_for(numel_, grain_, [&](int64_t b, int64_t e) { run_tiles(b, e, base.data()); });
+  parallel_for(numel_, grain_, [&](int64_t b, int64_t e) { run_tiles(b, e, base.data(), stream_); });
   return true;
 }
 
-void FusedElementwise::run_tiles(int64_t begin, int64_t end, char* const* base) const {
+bool FusedElementwise::producer_overlaps(const std::vector<Tensor>& tensors,
+                                         char* const* base) const {
+  auto meet = [](const char* a, uint64_t an, const char* b, uint64_t bn) {
+    return a < b + bn && b < a + an;
+  };
+  for (int32_t t : producer_reads_) {
+    const Tensor& r = tensors[static_cast<size_t>(t)];
+    const auto* lo = static_cast<const char*>(r.raw_data());
+    const uint64_t n = r.nbytes();
+    for (size_t w = 0; w < tensors_.size(); ++w)
+      if ((tensors_[w].written || static_cast<int32_t>(w) == produced_) &&
+          meet(base[w], tensors_[w].nbytes, lo, n))
+        return true;
+  }
+  // The producer writes a block before the tail reads the chain's operands
+  // there: only the chain's result may share its bytes, element for element.
+  const auto p = static_cast<size_t>(produced_);
+  const auto result = static_cast<size_t>(steps_.back().stored);
+  for (size_t r = 0; r < tensors_.size(); ++r) {
+    if (r == p || !meet(base[p], tensors_[p].nbytes, base[r], tensors_[r].nbytes)) continue;
+    if (r != result || base[r] != base[p] || tensors_[r].nbytes != tensors_[p].nbytes) return true;
+  }
+  return false;
+}
+
+struct FusedElementwise::TailContext {
+  const FusedElementwise* fused;
+  char* const* base;
+  const float* origin;  // the producer's output, flat index 0
+};
+
+void FusedElementwise::run_tail(const void* ctx, float* c, int64_t rows, int64_t cols, int64_t ldc) {
+  const auto& t = *static_cast<const TailContext*>(ctx);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t at = c + r * ldc - t.origin;
+    t.fused->run_tiles(at, at + cols, t.base, false);
+  }
+}
+
+bool FusedElementwise::run(const std::vector<Tensor>& tensors, const Produce& produce) const {
+  std::array<char*, kMaxTensors> base{};
+  for (size_t i = 0; i < tensors_.size(); ++i)
+    base[i] = static_cast<char*>(tensors[static_cast<size_t>(tensors_[i].tensor)].raw_data());
+  const auto p = static_cast<size_t>(produced_);
+  const Tensor* out = &tensors[static_cast<size_t>(tensors_[p].tensor)];
+  auto unsafe = [&] { return overlaps_badly(base.data()) || producer_overlaps(tensors, base.data()); };
+  if (produced_into_ >= 0) {
+    // Into the result's bytes when this run's buffers allow, else its own.
+    char* own = base[p];
+    out = &tensors[static_cast<size_t>(produced_into_)];
+    base[p] = static_cast<char*>(out->raw_data());
+    if (unsafe()) {
+      base[p] = own;
+      out = &tensors[static_cast<size_t>(tensors_[p].tensor)];
+    }
+  }
+  if (unsafe()) return false;
+  const TailContext ctx{this, base.data(), reinterpret_cast<const float*>(base[p])};
+  ops::OutputTail tail;
+  tail.fn = &run_tail;
+  tail.ctx = &ctx;
+  produce(*out, &tail);
+  if (!tail.applied)
+    parallel_for(numel_, grain_, [&](int64_t b, int64_t e) { run_tiles(b, e, base.data(), stream_); });
+  return true;
+}
+
+void FusedElementwise::run_tiles(int64_t begin, int64_t end, char* const* base, bool stream) const {
   alignas(64) float tiles[kMaxTiles][kBlock];
   alignas(64) float spread[3][kBlock];  // a step's single values and wrapped rows
   std::array<float, kMaxTensors> value{};
@@ -218,13 +321,13 @@ void FusedElementwise::run_tiles(int64_t begin, int64_t end, char* const* base) 
       const Memory& m = tensors_[static_cast<size_t>(s.stored)];
       char* dst = base[s.stored] + at * static_cast<int64_t>(sizeof(float));
       const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-      if (m.nbytes >= ew::kStreamBytes)
+      if (stream && m.nbytes >= ew::kStreamBytes)
         ew::stream_copy(dst, reinterpret_cast<const char*>(out), bytes);
       else
         std::memcpy(dst, out, bytes);
     }
   }
-  if (stream_) ew::stream_fence();
+  if (stream) ew::stream_fence();
 }
 
 }  // namespace samba::runtime

@@ -15,9 +15,19 @@
 // single value, maybe broadcast (any dtype, converted as the standalone
 // kernels convert it), or a contiguous float32 vector along the last dim (a
 // bias). Anything else runs op by op, as before.
+//
+// A kernel may also start with a producer (a contraction such as linear,
+// matmul or conv2d: any op that is not elementwise) whose float32 output the
+// chain reads. Its kernel then runs the chain as an epilogue on each block
+// of its output right after computing it, while the block is in cache
+// (output_tail.h); a producer or path that cannot is followed by the tiled
+// pass over its whole output. The producer writes straight into the
+// chain's final result when nothing else reads its output, so that output
+// is never stored; the chain reads the block back and overwrites it.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -45,6 +55,15 @@ class FusedElementwise {
   // would read after writing (the caller then runs the ops one by one).
   bool run(const std::vector<Tensor>& tensors) const;
 
+  // A kernel led by a producer (steps[0]): run() is not used; the whole
+  // kernel runs through this, `produce(out, tail)` running the producer with
+  // its output in `out` and the chain as its tail. Returns false, having run
+  // nothing, when no placement of the producer's output is safe for this
+  // run's buffers (the caller then runs the ops one by one).
+  using Produce = std::function<void(const Tensor& out, ops::OutputTail* tail)>;
+  bool run(const std::vector<Tensor>& tensors, const Produce& produce) const;
+  bool has_producer() const { return produced_ >= 0; }
+
   // The steps before this one run on their own first (results of another
   // shape, such as the scalar a backward chain starts from); the fused pass
   // runs the rest.
@@ -52,8 +71,15 @@ class FusedElementwise {
   // Tensors the chain computes that are never stored: their values exist
   // only in tiles.
   const std::vector<int32_t>& unstored() const { return unstored_; }
-  // Bytes one run reads and writes in memory (each tensor once).
-  double bytes_moved() const { return bytes_moved_; }
+  // The tensors the chain loads or stores in memory, each once, with the
+  // bytes it touches of each (one element of a single value). An unstored
+  // product is not among them (its bytes are the result's); the producer's
+  // own inputs are not either. kernel_bytes_moved() (program.h) adds them.
+  struct MemoryTouched {
+    int32_t tensor;
+    uint64_t nbytes;
+  };
+  std::vector<MemoryTouched> memory_touched() const;
 
  private:
   enum class Source : uint8_t { Full, Scalar, Row, Tile };
@@ -75,18 +101,30 @@ class FusedElementwise {
     bool written;
   };
 
-  void run_tiles(int64_t begin, int64_t end, char* const* base) const;
+  struct TailContext;
+  static void run_tail(const void* ctx, float* c, int64_t rows, int64_t cols, int64_t ldc);
+
+  void run_tiles(int64_t begin, int64_t end, char* const* base, bool stream) const;
   bool overlaps_badly(char* const* base) const;
+  // With the producer writing at base[produced_]: nothing it reads is
+  // written before it is done reading, and no operand of the chain before
+  // the tail reads it.
+  bool producer_overlaps(const std::vector<Tensor>& tensors, char* const* base) const;
 
   std::vector<Step> steps_;
   std::vector<Memory> tensors_;
   std::vector<int32_t> unstored_;
   size_t first_step_ = 0;
+  // With a producer: the tensors_ entry of its output as the chain reads it,
+  // the tensor its bytes go to when it is not stored (the chain's result;
+  // else -1), and the tensors it reads.
+  int32_t produced_ = -1;
+  int32_t produced_into_ = -1;
+  std::vector<int32_t> producer_reads_;
   int64_t numel_ = 0;
   int64_t row_ = 1;  // the output's last dim: what a row operand repeats over
   int64_t grain_ = 0;
   bool stream_ = false;
-  double bytes_moved_ = 0;
 };
 
 }  // namespace samba::runtime

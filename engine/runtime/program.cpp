@@ -130,11 +130,62 @@ void Program::plan_fusion() {
   fused_away_in_.assign(n, -1);
   for (size_t i = 0; i < kernels_.size(); ++i) {
     KernelPlan& k = kernels_[i];
-    if (k.fusion != Fusion::Elementwise) continue;
+    // An elementwise chain, or a producer (a contraction) and the chain
+    // over its output (fused_elementwise.h).
+    if (k.steps.size() < 2) continue;
     k.fused = FusedElementwise::plan(*this, k.steps, kept);
     if (k.fused)
       for (int32_t t : k.fused->unstored()) fused_away_in_[static_cast<size_t>(t)] = static_cast<int32_t>(i);
   }
+  // The compiler writes this same figure into the PEF, but a PEF from an
+  // earlier compiler carries an estimate that counts every intermediate;
+  // what a profile reports must be what these kernels, as planned, move.
+  for (KernelPlan& k : kernels_) k.bytes = kernel_bytes_moved(*this, k);
+}
+
+double kernel_bytes_moved(const Program& program, const KernelPlan& k) {
+  const auto& tensors = program.desc().tensors;
+  auto view_bytes = [&](int32_t t) {
+    const pef::TensorDesc& td = tensors[static_cast<size_t>(t)];
+    uint64_t n = element_size(td.dtype);
+    for (size_t d = 0; d < td.shape.size(); ++d)
+      if (td.role != pef::TensorRole::Alias || d >= td.strides.size() || td.strides[d] != 0)
+        n *= static_cast<uint64_t>(td.shape[d]);
+    return n;
+  };
+  double bytes = 0;
+  std::vector<int32_t> loaded, stored;  // of the current pass
+  auto touch = [&](std::vector<int32_t>& seen, int32_t t, uint64_t n) {
+    if (t < 0 || std::find(seen.begin(), seen.end(), t) != seen.end()) return;
+    seen.push_back(t);
+    bytes += static_cast<double>(n);
+  };
+  auto load_inputs = [&](const OpStep& s) {
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      const int32_t t = s.inputs[i];
+      if (t < 0) continue;
+      touch(loaded, t, view_bytes(t));
+      const auto& specs = s.op->inputs;
+      if (!specs.empty() && specs[std::min(i, specs.size() - 1)].mutated)
+        touch(stored, t, view_bytes(t));
+    }
+  };
+  const bool fused_producer = k.fused && k.fused->has_producer();
+  const size_t on_their_own = !k.fused        ? k.steps.size()
+                              : fused_producer ? 0
+                                               : k.fused->first_step();
+  for (size_t i = 0; i < on_their_own; ++i) {
+    loaded.clear();
+    stored.clear();
+    load_inputs(k.steps[i]);
+    for (int32_t t : k.steps[i].outputs) touch(stored, t, view_bytes(t));
+  }
+  if (!k.fused) return bytes;
+  loaded.clear();
+  stored.clear();
+  for (const auto& m : k.fused->memory_touched()) touch(loaded, m.tensor, m.nbytes);
+  if (fused_producer) load_inputs(k.steps[0]);
+  return bytes;
 }
 
 int32_t Program::fused_away_in(int32_t t) const {

@@ -38,8 +38,8 @@ struct KernelPlan {
   std::string name;
   Fusion fusion = Fusion::Opaque;
   std::vector<OpStep> steps;
-  double flops = 0;
-  double bytes = 0;
+  double flops = 0;  // the compiler's estimate
+  double bytes = 0;  // kernel_bytes_moved(), once the program is built
   bool writes_state = false;  // writes a tensor of the state area
   // Set when the kernel's elementwise chain runs as one tiled pass
   // (fused_elementwise.h); null: its steps run one by one.
@@ -118,5 +118,15 @@ class Program {
   std::unordered_map<std::string, int32_t> argin_by_name_;
   std::vector<std::vector<const AttrSpec*>> argin_specs_;  // per argin: the attributes bound to it
 };
+
+// Bytes kernel k loads from and stores to memory in one run, as the runtime
+// runs it: every pass over memory counts each tensor it reads once and each
+// it writes once more (an input the op updates in place is both). Steps run
+// one by one are a pass each, so an intermediate one writes and the next
+// reads counts twice; a fused pass (fused_elementwise.h) counts its external
+// inputs, its producer's inputs and the results it stores, never the values
+// that stay in its tiles. A view counts the bytes it covers (a broadcast
+// value, its one element). The profiles' byte rates come from this.
+double kernel_bytes_moved(const Program& program, const KernelPlan& k);
 
 }  // namespace samba::runtime

@@ -56,7 +56,14 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
   malloc_trim(0);
 #endif
   build_name_lists();
-  primary_ = std::make_unique<ExecutionContext>(program_, state_);
+  prepacked_ = prepack_at_load(*program_, state_, pool_);
+  primary_ = std::make_unique<ExecutionContext>(program_, state_, nullptr, prepacked_.get());
+}
+
+std::unique_lock<std::shared_mutex> Runtime::lock_state_for_writing() {
+  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  if (prepacked_) prepacked_->invalidate();
+  return unique;
 }
 
 void Runtime::build_name_lists() {
@@ -128,7 +135,7 @@ Runtime::ContextLease Runtime::lease(bool exclusive) {
       return l;
     }
   }
-  l.ctx = new ExecutionContext(program_, state_);
+  l.ctx = new ExecutionContext(program_, state_, nullptr, prepacked_.get());
   return l;
 }
 
@@ -483,9 +490,9 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
   const std::vector<int32_t> out_tensors = output_tensors(r);
 
   std::shared_lock<std::shared_mutex> shared(state_mu_, std::defer_lock);
-  std::unique_lock<std::shared_mutex> unique(state_mu_, std::defer_lock);
+  std::unique_lock<std::shared_mutex> unique;
   if (writes_state)
-    unique.lock();
+    unique = lock_state_for_writing();
   else
     shared.lock();
   ContextLease lease_ = lease(writes_state);
@@ -561,6 +568,8 @@ std::vector<Tensor> Runtime::run(const RunRequest& r, RunInfo* info) {
     auto body = [&] {
       taken_over(&arena_handover);
       ThreadPool::Scope pool_scope(&pool_);
+      // The inputs are bound: a state tensor among them is written by now.
+      if (prepacked_) prepacked_->refresh(profiler_);
       run_calls(ctx, calls, r, dp);
       handed_over(&arena_handover);
     };
@@ -613,7 +622,7 @@ void Runtime::write(std::string_view name, const Tensor& values, bool grad) {
               name);
   SAMBA_CHECK(d.tensors[static_cast<size_t>(t)].role != pef::TensorRole::Alias, Status::InvalidArgument,
               "sn_data: '{}' is a view inside the program and cannot be set", name);
-  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::shared_mutex> unique = lock_state_for_writing();
   std::unique_lock<std::mutex> lock(primary_mu_);
   const Tensor& dst = primary_->full_tensor(t);
   SAMBA_CHECK(values.shape() == dst.shape(), Status::ShapeMismatch, "sn_data: values of shape {} for '{}' of shape {}",
@@ -626,7 +635,7 @@ void Runtime::fill(std::string_view name, const std::function<void(const Tensor&
   const auto& td = program_->desc().tensors[static_cast<size_t>(t)];
   SAMBA_CHECK(td.role != pef::TensorRole::Alias, Status::InvalidArgument,
               "materialize: '{}' is a view inside the program and cannot be set", name);
-  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::shared_mutex> unique = lock_state_for_writing();
   std::unique_lock<std::mutex> lock(primary_mu_);
   fill(primary_->full_tensor(t));
 }

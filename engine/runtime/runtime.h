@@ -28,6 +28,7 @@
 #include "engine/dist/communicator.h"
 #include "engine/rng/materializer.h"
 #include "engine/runtime/execution_context.h"
+#include "engine/runtime/prepacked_weights.h"
 
 namespace samba::runtime {
 
@@ -154,6 +155,10 @@ class Runtime {
   // Number of steps (FWD runs) so far; random ops draw their stream from it.
   int64_t step() const { return step_.load(); }
 
+  // The weights packed at load for the GEMM (prepacked_weights.h); null
+  // when none qualify or SAMBA_PREPACK=0.
+  const PrepackedWeights* prepacked() const { return prepacked_.get(); }
+
  private:
   struct ContextLease;
   // Host copies of the state tensors whose roles are in `roles`.
@@ -168,6 +173,9 @@ class Runtime {
   std::vector<int32_t> with_gradients_cleared(std::vector<int32_t> calls) const;
   int32_t graph_of_run(const RunRequest& r) const;
   ContextLease lease(bool exclusive);
+  // The state held exclusively to change it from outside the kernels: every
+  // such write takes it here, which marks the pre-packed weights stale.
+  std::unique_lock<std::shared_mutex> lock_state_for_writing();
   void release(ExecutionContext* ctx);
   void initialize_state();
   void build_name_lists();
@@ -185,13 +193,18 @@ class Runtime {
   ThreadPool& pool_;
   Profiler* profiler_;
   DeviceMemory state_;
+  // Before the contexts, which point into it. Read-only during runs; stale
+  // after any lock_state_for_writing(), re-packed by the next run.
+  std::unique_ptr<PrepackedWeights> prepacked_;
   std::vector<std::string_view> kernel_names_;   // interned for the profiler
   std::vector<std::string_view> section_names_;  // interned for the profiler
   std::vector<std::string_view> unit_names_;     // interned for the profiler
   std::vector<std::string> names_[kNumNameLists];
 
   std::atomic<bool> staged_transfers_{false};
-  mutable std::shared_mutex state_mu_;  // unique: a run writing state; shared: read-only runs
+  // unique: a run writing state, or a write from outside the kernels
+  // (through lock_state_for_writing); shared: read-only runs.
+  mutable std::shared_mutex state_mu_;
   std::mutex primary_mu_;
   std::unique_ptr<ExecutionContext> primary_;
   std::mutex spare_mu_;

@@ -67,7 +67,7 @@ void Runtime::broadcast_state(dist::Communicator& comm, uint32_t roles, int root
   std::optional<ProfileScope> scope;
   if (profiler_)
     scope.emplace(*profiler_, profile_events::kSetTensorsBroadcast, ProfileCategory::Runtime);
-  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::shared_mutex> unique = lock_state_for_writing();
   std::unique_lock<std::mutex> lock(primary_mu_);
   const auto& d = program_->desc();
   for (size_t i = 0; i < d.tensors.size(); ++i) {

@@ -51,7 +51,7 @@ void Runtime::load_state(
     uint32_t roles,
     const std::function<void(std::span<const CheckpointTarget>, CheckpointKindMask)>& load) {
   const auto& d = program_->desc();
-  std::unique_lock<std::shared_mutex> unique(state_mu_);
+  std::unique_lock<std::shared_mutex> unique = lock_state_for_writing();
   std::unique_lock<std::mutex> lock(primary_mu_);
   std::vector<CheckpointTarget> targets;
   CheckpointKindMask kinds = 0;

@@ -141,12 +141,18 @@ int main(void) {
   CHECK(file_contains("capi_train.trace.json", "SAMBA_SESSION_RUN"));
   CHECK(file_contains("capi_train.trace.json", "PyRT_RUN"));
   CHECK(file_contains("capi_train.trace.json", "linear_0"));
+  /* Kernel events carry what each kernel loads and stores, and its flops. */
+  CHECK(file_contains("capi_train.trace.json", "\"args\":{\"bytes\":"));
+  CHECK(file_contains("capi_train.trace.json", "\"flops\":"));
   /* The runtime profile, when ENABLE_RUNTIME_PERF asks for it. */
   CHECK(setenv("ENABLE_RUNTIME_PERF", "SUMMARY", 1) == 0);
   CHECK_OK(samba_session_start_runtime_profile(s, 1));
   run_step(s, in, ro);
   CHECK_OK(samba_session_end_runtime_profile(s, "capi_train.perf.log"));
   CHECK(file_contains("capi_train.perf.log", "PyRT_RUN"));
+  /* Per-kernel byte rates beside the machine's memcpy bandwidth. */
+  CHECK(file_contains("capi_train.perf.log", "memcpy bandwidth "));
+  CHECK(file_contains("capi_train.perf.log", "GB/s memcpy %"));
 
   /* Measurements of whole runs and of each section. */
   {

@@ -2,8 +2,12 @@
 // graph binds by name, and the PEF round trip a loaded program goes through.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "compiler/compile.h"
 #include "engine/core/tensor.h"
 #include "engine/pef/reader.h"
 #include "engine/pef/writer.h"
@@ -16,6 +20,18 @@ inline Tensor named(Tensor t, const std::string& name, bool requires_grad = fals
   t.impl()->name = name;
   t.impl()->requires_grad = requires_grad;
   return t;
+}
+
+// An inference graph named `name`: `model` over `inputs`.
+inline compiler::GraphSpec inference_graph(
+    std::string name, std::function<std::vector<Tensor>(std::span<const Tensor>)> model,
+    std::vector<Tensor> inputs) {
+  compiler::GraphSpec s;
+  s.name = std::move(name);
+  s.inference = true;
+  s.inputs = std::move(inputs);
+  s.model = std::move(model);
+  return s;
 }
 
 // The program as a runtime loads it: written to PEF bytes and parsed back.

@@ -145,6 +145,8 @@ std::string layout_name(DirectLayout l) {
       return "padded planes";
     case DirectLayout::ColumnCopies:
       return "column copies";
+    case DirectLayout::ChannelLanes:
+      return "channel lanes";
   }
   return "?";
 }
@@ -155,17 +157,19 @@ std::string layout_name(DirectLayout l) {
 std::vector<std::pair<int, DirectLayout>> runs() {
   std::vector<std::pair<int, DirectLayout>> r;
   for (int threads : {1, 2})
-    for (DirectLayout l :
-         {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies})
+    for (DirectLayout l : {DirectLayout::Cheapest, DirectLayout::PaddedPlanes,
+                           DirectLayout::ColumnCopies, DirectLayout::ChannelLanes})
       r.push_back({threads, l});
   return r;
 }
 
 // Calls one(shape, geometry, layout, seed) for every shape of the sweep in
 // every run; `one` returns whether the direct kernel ran, which each layout
-// must have done for at least `minimum` shapes (none at the generic level).
+// must have done for at least `minimum` shapes (none at the generic level),
+// the channel lanes for `lanes_minimum` (they need images of at least one
+// block of pixels).
 template <typename One>
-void for_each_run(int64_t minimum, One one) {
+void for_each_run(int64_t minimum, int64_t lanes_minimum, One one) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
   uint32_t seed = 1;
   for (auto [threads, layout] : runs()) {
@@ -178,7 +182,8 @@ void for_each_run(int64_t minimum, One one) {
       seed += 3;
     }
     if (has_kernel)
-      EXPECT_GE(ran, minimum) << layout_name(layout) << " ran for too few shapes: " << ran;
+      EXPECT_GE(ran, layout == DirectLayout::ChannelLanes ? lanes_minimum : minimum)
+          << layout_name(layout) << " ran for too few shapes: " << ran;
     else
       EXPECT_EQ(ran, 0);
   }
@@ -196,6 +201,21 @@ std::vector<double> forward_sums(const ConvGeometry& g, const std::vector<float>
   return out;
 }
 
+// Runs the direct forward of shape s in `layout` on random inputs from
+// `seed`, checks it against the direct sums when it ran; whether it ran.
+bool forward_in_layout(const Shape& s, DirectLayout layout, uint32_t seed) {
+  const ConvGeometry g = geometry(s);
+  const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+  const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+  const std::vector<float> b = random_floats(s.out, seed + 2);
+  const std::vector<double> want = forward_sums(g, x, w, s.bias ? b.data() : nullptr);
+  Fenced out(static_cast<int64_t>(want.size()));
+  const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
+                                              out.data(), layout);
+  out.expect_written(ran, want);
+  return ran;
+}
+
 }  // namespace
 
 TEST(ConvDirect, KernelOfTheLevelInUse) {
@@ -211,25 +231,20 @@ TEST(ConvDirect, KernelOfTheLevelInUse) {
 
 TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(50, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
-    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
-    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
-    const std::vector<float> b = random_floats(s.out, seed + 2);
-    const std::vector<double> want = forward_sums(g, x, w, s.bias ? b.data() : nullptr);
-    Fenced out(static_cast<int64_t>(want.size()));
-    const bool ran = ops::conv2d_direct_forward(g, x.data(), w.data(), s.bias ? b.data() : nullptr,
-                                                out.data(), layout);
+  for_each_run(50, 35, [&](const Shape& s, const ConvGeometry&, DirectLayout layout,
+                           uint32_t seed) {
+    const bool ran = forward_in_layout(s, layout, seed);
     if (layout == DirectLayout::Cheapest) {
       EXPECT_EQ(ran, has_kernel);
     }
-    out.expect_written(ran, want);
     return ran;
   });
 }
 
 TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(30, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+  for_each_run(30, 20, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout,
+                           uint32_t seed) {
     const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
     const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
     std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
@@ -255,7 +270,7 @@ TEST(ConvDirect, WeightGradMatchesTheAdjoint) {
   // Only the column-copies layout serves the weight gradient: the layout
   // argument of the sweep does not apply, so each run repeats the shapes.
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(40, [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
+  for_each_run(40, 40, [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
     const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
     const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed + 1);
     std::vector<double> want(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 0.0);
@@ -289,6 +304,98 @@ TEST(ConvDirect, OutputsLargerThanTheStagingBudgetAreSplitByChannels) {
                                   DirectLayout::PaddedPlanes))
     GTEST_SKIP() << "no direct kernel at " << isa_name(active_isa());
   out.expect_written(true, want);
+}
+
+TEST(ConvDirect, DigitsNetLayersInChannelLanesMatchAtEveryBatch) {
+  // The digits net's layers (1 -> 16 and 16 -> 32 channels of 8 x 8, 3 x 3,
+  // padding 1) and a channel count past a whole vector, batch 1 included:
+  // every output channel block, the last pixel block moved back over the
+  // others, the transposition to channel planes with the bias.
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  uint32_t seed = 40;
+  const Shape shapes[] = {{1, 1, 16, 8, 8, 3, 3, 1, true},
+                         {1, 16, 32, 8, 8, 3, 3, 1, true},
+                         {5, 16, 32, 8, 8, 3, 3, 1, false},
+                         {3, 16, 33, 8, 8, 3, 3, 1, true},
+                         {2, 3, 20, 7, 5, 3, 3, 1, true}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(shape_str(s));
+    EXPECT_EQ(forward_in_layout(s, DirectLayout::ChannelLanes, seed), has_kernel);
+    seed += 3;
+  }
+}
+
+TEST(ConvDirect, ChannelLanesLeaveOutThePaddingAtEveryEdgeOfTheImage) {
+  // The channel-lanes blocks multiply only the kernel rows that reach the
+  // input for their output rows, and leave out a first or last pixel whose
+  // tap falls on the padding columns: each padding at images of one pixel,
+  // one row or column fewer than a block, rows of exactly one block (8 x 8)
+  // and rows whose last block moves back over the first (5 x 12), with
+  // kernels wider than the padding, as wide, and flat. Forward and input
+  // gradient (a convolution padded by kernel - 1 - padding).
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  const std::vector<std::pair<int64_t, int64_t>> sides = {{1, 1}, {2, 2}, {3, 5}, {8, 8}, {5, 12}};
+  const std::vector<std::pair<int64_t, int64_t>> kernels = {{3, 3}, {5, 5}, {1, 3}};
+  uint32_t seed = 80;
+  int64_t lanes_ran = 0, eight_ran = 0;
+  for (auto [h, w] : sides)
+    for (auto [kh, kw] : kernels)
+      for (int64_t pad : {0, 1, 2}) {
+        if (h + 2 * pad < kh || w + 2 * pad < kw) continue;
+        for (auto [in, out] : {std::pair<int64_t, int64_t>{16, 32}, {3, 20}}) {
+          const Shape s{2, in, out, h, w, kh, kw, pad, seed % 2 == 0};
+          SCOPED_TRACE(shape_str(s));
+          const bool ran = forward_in_layout(s, DirectLayout::ChannelLanes, seed);
+          lanes_ran += ran ? 1 : 0;
+          if (h == 8 && kh == 3 && pad == 1) eight_ran += ran ? 1 : 0;
+          forward_in_layout(s, DirectLayout::Cheapest, seed + 1);
+          const ConvGeometry g = geometry(s);
+          const std::vector<float> grad =
+              random_floats(g.batch * g.out_channels * g.out_pixels(), seed + 2);
+          const std::vector<float> wt = random_floats(s.out * s.in * s.kh * s.kw, seed + 3);
+          std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()));
+          for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+            want[xi] += static_cast<double>(grad[oi]) * wt[wi];
+          });
+          Fenced dx(static_cast<int64_t>(want.size()));
+          dx.expect_written(ops::conv2d_direct_input_grad(g, grad.data(), wt.data(), dx.data(),
+                                                          DirectLayout::ChannelLanes),
+                            want);
+          seed += 5;
+        }
+      }
+  if (has_kernel) {
+    EXPECT_EQ(eight_ran, 2) << "the digits net's 8 x 8 layers did not run in channel lanes";
+    EXPECT_GE(lanes_ran, 20);
+  } else {
+    EXPECT_EQ(lanes_ran, 0);
+  }
+}
+
+TEST(ConvDirect, PaddingStaysZeroWhenAnotherLayoutUsedTheThreadsCopyBetween) {
+  // One thread: the padded copy of the first convolution is overwritten with
+  // the unpadded one's data, then the first runs again in the same place.
+  ThreadPool pool(1);
+  ThreadPool::Scope scope(&pool);
+  const Shape padded{2, 16, 32, 8, 8, 3, 3, 1, true}, unpadded{2, 16, 32, 12, 10, 3, 3, 0, false};
+  uint32_t seed = 60;
+  for (const Shape& s : {padded, unpadded, padded}) {
+    SCOPED_TRACE(shape_str(s));
+    forward_in_layout(s, DirectLayout::ColumnCopies, seed);
+    seed += 3;
+  }
+}
+
+TEST(ConvDirect, ChannelLanesDeclineImagesSmallerThanAPixelBlock) {
+  // 2 x 2 output pixels: fewer than any channel-lanes block holds.
+  const Shape s{2, 16, 32, 2, 2, 3, 3, 1, true};
+  const ConvGeometry g = geometry(s);
+  const std::vector<float> x(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 1.0f);
+  const std::vector<float> w(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 1.0f);
+  Fenced out(g.batch * g.out_channels * g.out_pixels());
+  EXPECT_FALSE(ops::conv2d_direct_forward(g, x.data(), w.data(), nullptr, out.data(),
+                                          DirectLayout::ChannelLanes));
+  EXPECT_TRUE(out.untouched());
 }
 
 TEST(ConvDirect, OtherGeometriesAreLeftToIm2col) {

@@ -40,12 +40,7 @@ Tensor chain(const Tensor& x) {
 
 GraphSpec inference(std::function<std::vector<Tensor>(std::span<const Tensor>)> model,
                     std::vector<Tensor> inputs) {
-  GraphSpec s;
-  s.name = "chain";
-  s.inference = true;
-  s.inputs = std::move(inputs);
-  s.model = std::move(model);
-  return s;
+  return testing::inference_graph("chain", std::move(model), std::move(inputs));
 }
 
 std::unique_ptr<Runtime> load(const GraphSpec& s, int opt_level, ThreadPool& pool) {
@@ -117,10 +112,8 @@ TEST(FusedElementwise, IntermediateReadByAnotherKernelIsStored) {
 
 // The memory of a chain's internal intermediates is never written: filled
 // with a marker before the run, it still holds it after, while the result
-// is right.
-TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
-  GraphSpec s =
-      inference([](auto in) -> std::vector<Tensor> { return {chain(in[0])}; }, {x_input()});
+// (the graph's one output) is `want`.
+void expect_unstored_untouched(const GraphSpec& s, size_t unstored, const Tensor& want) {
   auto program = std::make_shared<const Program>(round_trip(compiler::compile_program({s}, {})));
   const pef::ProgramDesc& d = program->desc();
   DeviceMemory state(d.memory.arena_bytes);
@@ -129,7 +122,7 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
   ASSERT_EQ(program->sections().size(), 1u);
   const KernelPlan& k = program->kernels()[static_cast<size_t>(program->sections()[0].kernels[0])];
   ASSERT_TRUE(k.fused);
-  ASSERT_EQ(k.fused->unstored().size(), 5u);  // all but the final add
+  ASSERT_EQ(k.fused->unstored().size(), unstored);
   // Only bytes no stored tensor of the program shares can keep the marker.
   auto range = [&](int32_t t) {
     const auto& td = d.tensors[static_cast<size_t>(program->root(t))];
@@ -149,7 +142,7 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
     auto* p = static_cast<uint32_t*>(ctx.tensor(u).raw_data());
     std::fill_n(p, ctx.tensor(u).numel(), kMarker);
   }
-  write_initial_values(d, state);  // the constants 0.5 and 0.25
+  write_initial_values(d, state);  // constants and parameters
   ctx.tensor(d.graphs[0].inputs[0]).copy_from(s.inputs[0]);
   RunValues values;
   values.argins = &ctx.argin_values();
@@ -162,9 +155,14 @@ TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
     EXPECT_EQ(std::count(p, p + ctx.tensor(u).numel(), kMarker), ctx.tensor(u).numel())
         << d.tensors[u].name;
   }
+  EXPECT_EQ(bytes_of(ctx.tensor(d.graphs[0].outputs[0]).contiguous()), bytes_of(want));
+}
+
+TEST(FusedElementwise, InternalIntermediatesAreNotWrittenToMemory) {
+  GraphSpec s =
+      inference([](auto in) -> std::vector<Tensor> { return {chain(in[0])}; }, {x_input()});
   autograd::NoGradGuard ng;
-  EXPECT_EQ(bytes_of(ctx.tensor(d.graphs[0].outputs[0]).contiguous()),
-            bytes_of(chain(s.inputs[0])));
+  expect_unstored_untouched(s, 5, chain(s.inputs[0]));  // all but the final add
 }
 
 // Reading such an intermediate by name would give whatever its bytes held:
@@ -217,50 +215,226 @@ TEST(FusedElementwise, ChainsThatDoNotQualifyRunOpByOp) {
   expect_same_as_unfused(inference(transposed, {x_input(), tall}), 0);
 }
 
+// One SGD step (lr 0.5) on the weight w of a model whose first output is
+// the loss, compiled at `opt_level`: the loss, w's gradient and the updated
+// w as bytes. `inspect` sees the loaded program first.
+std::vector<std::vector<unsigned char>> sgd_step(
+    const Tensor& x, const Tensor& w, std::function<Tensor(const Tensor& x)> loss, int opt_level,
+    const std::function<void(const Program&)>& inspect) {
+  GraphSpec s;
+  s.name = "train";
+  s.inputs = {x};
+  s.model = [loss](std::span<const Tensor> in) -> std::vector<Tensor> { return {loss(in[0])}; };
+  s.backward.loss_indices = {0};
+  compiler::OptimizerSpec o;
+  o.kind = compiler::OptimizerKind::SGD;
+  o.defaults = Attrs{{"lr", 0.5}};
+  o.groups.push_back({{w}, {}});
+  s.optimizers.push_back(o);
+  ThreadPool pool(2);
+  auto rt = load(s, opt_level, pool);
+  inspect(rt->program());
+  RunRequest r;
+  r.inputs = s.inputs;
+  auto out = rt->run(r);
+  return {bytes_of(out[0]), bytes_of(rt->read(w.name(), true)), bytes_of(rt->read(w.name()))};
+}
+
+void expect_same_step(const std::vector<std::vector<unsigned char>>& got,
+                      const std::vector<std::vector<unsigned char>>& want) {
+  EXPECT_EQ(got[0], want[0]) << "loss";
+  EXPECT_EQ(got[1], want[1]) << "gradient";
+  EXPECT_EQ(got[2], want[2]) << "updated weight";
+}
+
 // Training: the forward chain and the backward chains of its gradient
 // (tanh_backward, sigmoid_backward and the products around them) fused,
 // against the unfused program: gradients and updated weights bit for bit.
 TEST(FusedElementwise, TrainingStepIsBitIdenticalToTheUnfusedProgram) {
-  auto spec = [](const Tensor& w) {
-    GraphSpec s;
-    s.name = "train";
-    s.inputs = {x_input()};
-    s.model = [w](std::span<const Tensor> in) -> std::vector<Tensor> {
-      Tensor x = call1("mul", {in[0], w});
-      return {call1("mean", {chain(x)})};
-    };
-    s.backward.loss_indices = {0};
-    compiler::OptimizerSpec o;
-    o.kind = compiler::OptimizerKind::SGD;
-    o.defaults = Attrs{{"lr", 0.5}};
-    o.groups.push_back({{w}, {}});
-    s.optimizers.push_back(o);
-    return s;
-  };
-  auto run = [&](int opt_level, int* fused_in_backward) {
+  auto step = [](int opt_level, int* fused_in_backward) {
     Tensor w = named(rand_tensor({kCols}, DType::Float32, 8), "w", true);
-    ThreadPool pool(2);
-    GraphSpec s = spec(w);
-    auto rt = load(s, opt_level, pool);
     *fused_in_backward = 0;
-    for (const SectionPlan& sp : rt->program().sections())
-      for (int32_t k : sp.kernels)
-        *fused_in_backward +=
-            sp.type == pef::SectionType::BCKWD && rt->program().kernels()[k].fused;
-    RunRequest r;
-    r.inputs = s.inputs;
-    auto loss = rt->run(r);
-    return std::vector<std::vector<unsigned char>>{bytes_of(loss[0]), bytes_of(rt->read("w", true)),
-                                                   bytes_of(rt->read("w"))};
+    return sgd_step(
+        x_input(), w, [w](const Tensor& x) { return call1("mean", {chain(call1("mul", {x, w}))}); },
+        opt_level, [&](const Program& p) {
+          for (const SectionPlan& sp : p.sections())
+            for (int32_t k : sp.kernels)
+              *fused_in_backward += sp.type == pef::SectionType::BCKWD && p.kernels()[k].fused;
+        });
   };
   int fused_backward = 0, plain_backward = 0;
-  const auto got = run(1, &fused_backward);
-  const auto want = run(0, &plain_backward);
+  const auto got = step(1, &fused_backward);
+  const auto want = step(0, &plain_backward);
   EXPECT_GT(fused_backward, 0);
   EXPECT_EQ(plain_backward, 0);
-  EXPECT_EQ(got[0], want[0]) << "loss";
-  EXPECT_EQ(got[1], want[1]) << "gradient";
-  EXPECT_EQ(got[2], want[2]) << "updated weight";
+  expect_same_step(got, want);
+}
+
+// ---- a producer (GEMM, convolution) followed by a chain ----------------------
+
+using Ints = std::vector<int64_t>;
+
+int producer_kernels(const Program& p) {
+  int n = 0;
+  for (const KernelPlan& k : p.kernels()) n += k.fused && k.fused->has_producer();
+  return n;
+}
+
+// conv2d (+ bias) -> relu -> mul(0.5) -> add(0.25): 8 output channels of
+// 10 x 12, two images. Stride 1 takes the direct kernel, which runs the
+// chain on each image's channels as it stores them; stride 2 takes im2col,
+// which does not, and the chain then runs as one pass after it.
+GraphSpec conv_chain(int64_t stride) {
+  Tensor w = named(rand_tensor({8, 3, 3, 3}, DType::Float32, 11), "w");
+  Tensor b = named(rand_tensor({8}, DType::Float32, 12), "b");
+  Tensor x = named(rand_tensor({2, 3, 10, 12}, DType::Float32, 13), "x");
+  return inference(
+      [w, b, stride](auto in) -> std::vector<Tensor> {
+        Tensor y = call1("conv2d", {in[0], w, b}, {{"padding", Ints{1}}, {"stride", Ints{stride}}});
+        Tensor r = call1("mul", {call1("relu", {y}), ops::wrap_scalar(0.5)});
+        return {call1("add", {r, ops::wrap_scalar(0.25)})};
+      },
+      {x});
+}
+
+TEST(FusedEpilogue, ConvolutionRunsItsChainAsItStoresEachBlock) {
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(stride);
+    GraphSpec s = conv_chain(stride);
+    expect_same_as_unfused(s, 1);
+    ThreadPool pool(2);
+    EXPECT_EQ(producer_kernels(load(s, 1, pool)->program()), 1);
+  }
+}
+
+// linear -> tanh (folded into the GEMM's own epilogue) -> add(residual) ->
+// sigmoid -> mul(row vector): the chain runs on each GEMM block; a batched
+// matmul -> leaky_relu -> sub(row) likewise.
+TEST(FusedEpilogue, ProductsRunTheirChainOnEachBlock) {
+  Tensor w = named(rand_tensor({96, kCols}, DType::Float32, 14), "w");
+  Tensor b = named(rand_tensor({96}, DType::Float32, 15), "b");
+  Tensor scale = named(rand_tensor({96}, DType::Float32, 16), "scale");
+  Tensor res = named(rand_tensor({kRows, 96}, DType::Float32, 17), "res");
+  auto linear = [&](auto in) -> std::vector<Tensor> {
+    Tensor h = call1("tanh", {call1("linear", {in[0], w, b})});
+    return {call1("mul", {call1("sigmoid", {call1("add", {h, in[1]})}), scale})};
+  };
+  expect_same_as_unfused(inference(linear, {x_input(), res}), 1);
+  Tensor a = named(rand_tensor({3, 20, 33}, DType::Float32, 18), "a");
+  Tensor m = named(rand_tensor({3, 33, 40}, DType::Float32, 19), "m");
+  Tensor row = named(rand_tensor({40}, DType::Float32, 20), "row");
+  auto matmul = [&](auto in) -> std::vector<Tensor> {
+    Tensor h = call1("leaky_relu", {call1("matmul", {in[0], in[1]})}, {{"negative_slope", 0.1}});
+    return {call1("sub", {h, row})};
+  };
+  GraphSpec s = inference(matmul, {a, m});
+  expect_same_as_unfused(s, 1);
+  ThreadPool pool(2);
+  EXPECT_EQ(producer_kernels(load(s, 1, pool)->program()), 1);
+}
+
+// ResFFN's normalizations: layer_norm -> tanh, and layer_norm -> add(residual)
+// -> sigmoid, each row finished by the chain as the normalization stores it.
+TEST(FusedEpilogue, LayerNormRunsItsChainOnEachRow) {
+  Tensor g = named(rand_tensor({kCols}, DType::Float32, 26), "g");
+  Tensor b = named(rand_tensor({kCols}, DType::Float32, 27), "b");
+  const Attrs ln{{"normalized_shape", Ints{kCols}}};
+  auto model = [&](auto in) -> std::vector<Tensor> {
+    Tensor h = call1("tanh", {call1("layer_norm", {in[0], g, b}, ln)});
+    Tensor y = call1("sigmoid", {call1("add", {call1("layer_norm", {h, g, b}, ln), in[0]})});
+    return {y};
+  };
+  GraphSpec s = inference(model, {x_input()});
+  expect_same_as_unfused(s, 2);
+  ThreadPool pool(2);
+  EXPECT_EQ(producer_kernels(load(s, 1, pool)->program()), 2);
+}
+
+// softmax and log_softmax along the last dim finish each row with the
+// chain; along another dim (not contiguous rows) the chain runs after.
+TEST(FusedEpilogue, SoftmaxRunsItsChainOnEachRow) {
+  for (int64_t dim : {-1, 0}) {
+    SCOPED_TRACE(dim);
+    auto model = [dim](auto in) -> std::vector<Tensor> {
+      Tensor p = call1("softmax", {in[0]}, {{"dim", dim}});
+      Tensor y = call1("add", {call1("mul", {p, ops::wrap_scalar(3.0)}), in[0]});
+      Tensor l = call1("log_softmax", {in[0]}, {{"dim", dim}});
+      return {y, call1("neg", {call1("exp", {l})})};
+    };
+    GraphSpec s = inference(model, {x_input()});
+    expect_same_as_unfused(s, 2);
+    ThreadPool pool(2);
+    EXPECT_EQ(producer_kernels(load(s, 1, pool)->program()), 2);
+  }
+}
+
+// Neither the convolution's output nor relu's or mul's is written: the
+// convolution stores into the result's bytes and the chain overwrites them.
+TEST(FusedEpilogue, ProductAndIntermediatesAreNotWrittenToMemory) {
+  GraphSpec s = conv_chain(1);
+  Tensor want;
+  {
+    ThreadPool pool(2);
+    RunRequest r;
+    r.inputs = s.inputs;
+    want = load(s, 0, pool)->run(r)[0];
+  }
+  expect_unstored_untouched(s, 3, want);
+}
+
+TEST(FusedEpilogue, ChainsTheRuntimeCannotTakeRunStepByStep) {
+  // A column operand (not along the last dim): formed by the compiler, which
+  // leaves operand layouts to the runtime; planned as steps one by one.
+  Tensor w = named(rand_tensor({96, kCols}, DType::Float32, 21), "w");
+  Tensor col = named(rand_tensor({kRows, 1}, DType::Float32, 22), "col");
+  auto model = [&](auto in) -> std::vector<Tensor> {
+    return {call1("exp", {call1("add", {call1("linear", {in[0], w}), in[1]})})};
+  };
+  expect_same_as_unfused(inference(model, {x_input(), col}), 0);
+  // A bf16 product: the compiler does not join its chain.
+  Tensor w16 = named(rand_tensor({96, kCols}, DType::BFloat16, 23), "w16");
+  auto bf16 = [&](auto in) -> std::vector<Tensor> {
+    return {call1("exp", {call1("linear", {in[0], w16})})};
+  };
+  expect_same_as_unfused(inference(bf16, {x_input(DType::BFloat16)}), 0);
+  // The product read by a later kernel too is stored, and the chain still fused.
+  auto kept = [&](auto in) -> std::vector<Tensor> {
+    Tensor y = call1("linear", {in[0], w});
+    return {call1("exp", {call1("mul", {y, ops::wrap_scalar(0.5)})}), call1("sum", {y})};
+  };
+  GraphSpec s = inference(kept, {x_input()});
+  expect_same_as_unfused(s, 1);
+  ThreadPool pool(2);
+  auto rt = load(s, 1, pool);
+  for (const KernelPlan& k : rt->program().kernels())
+    if (k.fused) {
+      EXPECT_TRUE(k.fused->has_producer());
+      for (int32_t t : k.fused->unstored()) EXPECT_NE(t, k.steps[0].outputs[0]);
+    }
+}
+
+// Training through conv2d -> relu -> layer_norm -> tanh: forward kernels led
+// by the convolution and the normalization, their products kept for the
+// backward where it reads them; gradients and the updated
+// weights bit for bit those of the unfused program.
+TEST(FusedEpilogue, TrainingStepIsBitIdenticalToTheUnfusedProgram) {
+  auto step = [](int opt_level, int* producers) {
+    Tensor w = named(rand_tensor({8, 3, 3, 3}, DType::Float32, 24), "w", true);
+    Tensor x = named(rand_tensor({2, 3, 10, 12}, DType::Float32, 25), "x");
+    auto loss = [w](const Tensor& in) {
+      Tensor y = call1("conv2d", {in, w}, {{"padding", Ints{1}}});
+      Tensor z = call1("layer_norm", {call1("relu", {y})}, {{"normalized_shape", Ints{12}}});
+      return call1("mean", {call1("tanh", {z})});
+    };
+    return sgd_step(x, w, loss, opt_level,
+                    [&](const Program& p) { *producers = producer_kernels(p); });
+  };
+  int fused = 0, plain = 0;
+  const auto got = step(1, &fused);
+  const auto want = step(0, &plain);
+  EXPECT_EQ(fused, 2);
+  EXPECT_EQ(plain, 0);
+  expect_same_step(got, want);
 }
 
 }  // namespace

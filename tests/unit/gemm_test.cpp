@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <memory>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/parallel.h"
@@ -51,12 +54,25 @@ struct Case {
   Activation act;
 };
 
+// A 64-byte aligned buffer for an operand packed by prepack_b.
+struct PackBuffer {
+  explicit PackBuffer(size_t floats)
+      : p(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) {}
+  PackBuffer(const PackBuffer&) = delete;
+  PackBuffer& operator=(const PackBuffer&) = delete;
+  ~PackBuffer() { std::free(p); }
+  float* p;
+};
+
+// With `prepack`, op(B) is packed first (as at a PEF's load) and the product
+// is given the packed copy as well as B.
 template <typename T>
-void check_case(const Case& cs, double tol) {
+void check_case(const Case& cs, double tol, bool prepack = false) {
   SCOPED_TRACE(::testing::Message()
                << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " ta=" << cs.ta
                << " tb=" << cs.tb << " alpha=" << cs.alpha << " beta=" << cs.beta
-               << " bias=" << cs.bias << " act=" << activation_name(cs.act));
+               << " bias=" << cs.bias << " act=" << activation_name(cs.act)
+               << " prepack=" << prepack);
   const Stored<T> a = make_operand<T>(cs.m, cs.k, cs.ta, 3, 1);
   const Stored<T> b = make_operand<T>(cs.k, cs.n, cs.tb, 5, 2);
   Stored<T> c = make_operand<T>(cs.m, cs.n, false, 2, 3);
@@ -75,6 +91,14 @@ void check_case(const Case& cs, double tol) {
   g.beta = static_cast<T>(cs.beta);
   g.bias = cs.bias ? bias.data() : nullptr;
   g.act = cs.act;
+  std::unique_ptr<PackBuffer> packed;
+  if constexpr (std::is_same_v<T, float>) {
+    if (prepack) {
+      packed = std::make_unique<PackBuffer>(prepacked_b_floats(cs.k, cs.n));
+      prepack_b(g.b, cs.k, cs.n, packed->p);
+      g.b_packed = packed->p;
+    }
+  }
   gemm(g);
 
   for (int64_t i = 0; i < cs.m; ++i) {
@@ -181,6 +205,30 @@ TEST(Gemm, FewRowsAsTransposedProduct) {
   for (Activation act : {Activation::None, Activation::Relu, Activation::Tanh, Activation::GeluErf})
     check_case<float>({28, 23, 100, false, true, 0.5, 2.0, true, act}, 1e-4);
   check_case<float>({16, 10, 256, false, true, -1.0, 1.0, true, Activation::Sigmoid}, 1e-4);
+}
+
+TEST(Gemm, FewRowsAgainstAPrepackedWeight) {
+  if (prepacked_b_floats(8, 8) == 0) GTEST_SKIP() << "no packed kernel at this ISA level";
+  // x @ Wᵀ (and x @ W) with B packed at load, at 1 to 32 rows: whole register
+  // blocks and every remainder, edge panels of columns, one and several
+  // depth blocks, with alpha, beta, the bias and each epilogue, on one
+  // thread and cut into column panels across two.
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    SCOPED_TRACE(threads);
+    for (int64_t m : {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32})
+      for (int64_t n : {32, 45, 64, 256})
+        for (int64_t k : {8, 13, 300, 784})
+          check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-4,
+                            true);
+    for (Activation act : {Activation::None, Activation::Relu, Activation::Tanh,
+                           Activation::Sigmoid, Activation::GeluErf}) {
+      check_case<float>({16, 250, 784, false, true, 1.0, 0.0, true, act}, 1e-4, true);
+      check_case<float>({13, 70, 100, false, true, 0.5, 2.0, true, act}, 1e-4, true);
+      check_case<float>({20, 90, 300, false, false, -1.0, 1.0, true, act}, 1e-4, true);
+    }
+  }
 }
 
 TEST(Gemm, AlphaBetaAndBias) {

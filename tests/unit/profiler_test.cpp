@@ -1,5 +1,6 @@
 #include "engine/profile/profiler.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -17,6 +18,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/profile/memcpy_bandwidth.h"
 #include "engine/profile/profile_events.h"
 #include "engine/profile/profile_report.h"
 #include "engine/profile/session_profiles.h"
@@ -494,6 +496,35 @@ TEST(ProfileSummary, RowsAreSortedByTotalAndFormatted) {
   const std::string d = format_profile_summary(t, RuntimePerfMode::Detailed);
   EXPECT_NE(d.find("Events in time order"), std::string::npos);
   EXPECT_EQ(std::count(d.begin(), d.end(), '\n'), std::count(s.begin(), s.end(), '\n') + 3 + 4);
+}
+
+// Two kernel events of 1 and 3 ms moving 2 MB each: 4 MB in 4 ms is
+// 1.00 GB/s; an event without bytes shows dashes.
+TEST(ProfileSummary, BytesGiveGbPerSecondAndShareOfMemcpy) {
+  ProfileTrace t = hand_trace({{"k", 1'000'000}, {"k", 3'000'000}, {"plain", 500'000}}, 5'000'000);
+  for (ProfileEvent& e : t.events) {
+    if (e.name != "k") continue;
+    e.category = ProfileCategory::Kernel;
+    e.args[e.num_args++] = ProfileArg::integer(profile_events::kArgBytes, 2'000'000);
+  }
+  auto rows = summarize(t);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].bytes, 4e6);
+  EXPECT_DOUBLE_EQ(rows[0].gb_per_s(), 1.0);
+  EXPECT_EQ(rows[1].bytes, 0);
+
+  const std::string s = format_profile_summary(t);
+  const size_t k = s.find("\nk ") + 1;
+  const std::string k_line = s.substr(k, s.find('\n', k) - k);
+  const double memcpy_gb_per_s = memcpy_bandwidth().bytes_per_s * 1e-9;
+  EXPECT_NE(k_line.find(fmt::format(" {:>8.2f} {:>8.1f}", 1.0, 100.0 / memcpy_gb_per_s)),
+            std::string::npos)
+      << s;
+  const size_t plain = s.find("\nplain ");
+  EXPECT_EQ(s.substr(s.find('\n', plain + 1) - 3, 3), "  -") << s;
+  EXPECT_NE(s.find(fmt::format("memcpy bandwidth {:.2f} GB/s", memcpy_gb_per_s)),
+            std::string::npos)
+      << s;
 }
 
 TEST(ProfileSummary, EmptyTraceFormats) {

@@ -28,6 +28,24 @@ struct ConvVec256 {
   }
   static V loadu_n(const float* p, int64_t n) { return _mm256_maskload_ps(p, first(n)); }
   static void storeu_n(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first(n), v); }
+  // r[i][j] becomes r[j][i].
+  static void transpose(V r[8]) {
+    V t[8], u[8];
+    for (int k = 0; k < 4; ++k) {
+      t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+      t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; ++k) {
+      u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+      u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+      u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+      u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+      r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+  }
   static float hsum(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_hadd_ps(s, s);
@@ -36,8 +54,11 @@ struct ConvVec256 {
 };
 
 // The weight gradient: 2 x 6 accumulators, 2 gradient vectors and 1 input.
+// The channel-lanes blocks: 6 pixels by 2 vectors of channels (12
+// accumulators, 2 weight vectors, 1 broadcast), or 12 pixels by 1.
 using Level = DirectConvLevel<ConvVec256, 2, 6, DirectConvBlock{1, 12}, DirectConvBlock{2, 4},
-                              DirectConvBlock{2, 6}, DirectConvBlock{3, 4}>;
+                              DirectConvBlock{2, 6}, DirectConvBlock{3, 4},
+                              DirectConvBlock{6, 16, true}, DirectConvBlock{12, 8, true}>;
 
 }  // namespace
 

@@ -129,6 +129,134 @@ struct DirectConv {
     }
   }
 
+  // acc[p] += the taps of one kernel position over the n input channels
+  // (x and w stepping by x_step and w_step), for the block's pixels [S, P
+  // - E): the pixels whose tap falls on the padding are left out here, so
+  // the choice of S and E is made once per kernel position, not per tap.
+  template <int P, int CV, int S, int E>
+  [[gnu::always_inline]] static inline void lanes_taps(V (&acc)[P][CV], const float* x,
+                                                       int64_t x_step, const float* w,
+                                                       int64_t w_step, int64_t n) {
+    for (int64_t c = 0; c < n; ++c, x += x_step, w += w_step) {
+      V wv[CV];
+#pragma GCC unroll 4
+      for (int v = 0; v < CV; ++v) wv[v] = Vec::loadu(w + v * kLanes);
+#pragma GCC unroll 32
+      for (int p = S; p < P - E; ++p) {
+        const V xv = Vec::set1(x[p]);
+#pragma GCC unroll 4
+        for (int v = 0; v < CV; ++v) acc[p][v] = Vec::fmadd(wv[v], xv, acc[p][v]);
+      }
+    }
+  }
+
+  // Channel-lanes block (DirectConvBlock): output pixels [q0, q0 + P) by
+  // the CV vectors of output channels of the block's weight w, stored
+  // pixel-major to stage. Each input value is broadcast once per tap (on
+  // AVX-512 folded into the FMA); the weight vectors are the only loads.
+  // Only the kernel rows [i_lo, i_hi) reach the input for the block's
+  // output rows; where the block is within one output row, `col` is its
+  // first pixel's column, and a first or last pixel whose tap falls on the
+  // padding columns is left out of that kernel column's products (-1: none
+  // left out). The taps are summed by kernel position, then input channel.
+  template <int P, int CV>
+  static void lanes_block(const DirectConvImage& a, const float* w, const float* x, float* stage,
+                          int64_t i_lo, int64_t i_hi, int64_t col) {
+    constexpr int64_t cb = CV * kLanes;
+    V acc[P][CV];
+#pragma GCC unroll 32
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 4
+      for (int v = 0; v < CV; ++v) acc[p][v] = Vec::zero();
+    const int64_t w_step = a.kernel_h * a.kernel_w * cb;
+    for (int64_t i = i_lo; i < i_hi; ++i)
+      for (int64_t j = 0; j < a.kernel_w; ++j) {
+        // The block's pixels [first, P - last) read inside the input at (i, j).
+        int64_t first = 0, last = 0;
+        if (col >= 0) {
+          first = a.pad_w - j - col;
+          last = col + P + j - a.pad_w - a.in_w;
+          if (first >= P - last) continue;
+        }
+        const float* xt = x + i * a.pitch + j * a.column_step;
+        const float* wt = w + (i * a.kernel_w + j) * cb;
+        const int64_t n = a.in_channels, x_step = a.channel_step;
+        // One pixel off either end covers the 8 x 8 images' padding of 1; a
+        // wider padding computes its other padded products as zeros.
+        switch ((first > 0 ? 1 : 0) + (last > 0 ? 2 : 0)) {
+          case 0:
+            lanes_taps<P, CV, 0, 0>(acc, xt, x_step, wt, w_step, n);
+            break;
+          case 1:
+            lanes_taps<P, CV, 1, 0>(acc, xt, x_step, wt, w_step, n);
+            break;
+          case 2:
+            lanes_taps<P, CV, 0, 1>(acc, xt, x_step, wt, w_step, n);
+            break;
+          default:
+            lanes_taps<P, CV, 1, 1>(acc, xt, x_step, wt, w_step, n);
+        }
+      }
+#pragma GCC unroll 32
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 4
+      for (int v = 0; v < CV; ++v) Vec::storeu(stage + p * cb + v * kLanes, acc[p][v]);
+  }
+
+  // out[o][q] = stage[q][o] + bias[o] for the first n of the cb channels,
+  // q < pixels; out's planes are pixels floats apart.
+  static void transpose_out(const float* stage, int64_t cb, int64_t pixels, int64_t n,
+                            const float* bias, float* out) {
+    for (int64_t o0 = 0; o0 < n; o0 += kLanes) {
+      const int64_t rows = min64(kLanes, n - o0);
+      int64_t q = 0;
+      for (; q + kLanes <= pixels; q += kLanes) {
+        V r[kLanes];
+#pragma GCC unroll 16
+        for (int p = 0; p < kLanes; ++p) r[p] = Vec::loadu(stage + (q + p) * cb + o0);
+        Vec::transpose(r);
+        for (int64_t o = 0; o < rows; ++o)
+          Vec::storeu(out + (o0 + o) * pixels + q,
+                      Vec::add(r[o], Vec::set1(bias ? bias[o0 + o] : 0.0f)));
+      }
+      for (; q < pixels; ++q)
+        for (int64_t o = 0; o < rows; ++o)
+          out[(o0 + o) * pixels + q] = stage[q * cb + o0 + o] + (bias ? bias[o0 + o] : 0.0f);
+    }
+  }
+
+  // The channel-lanes image: per channel block, every pixel block, then the
+  // staged pixel-major block transposed to the channel planes with the
+  // bias. In the column copies (pitch == out_w) a block is any run of
+  // pixels, in the padded planes a run within an output row; the last one
+  // moves back over the others, recomputing a few, so one instantiation
+  // serves any image of at least P pixels (P columns).
+  template <int P, int CV>
+  static void lanes_image(const DirectConvImage& a) {
+    constexpr int64_t cb = CV * kLanes;
+    const int64_t pixels = a.out_h * a.out_w;
+    const bool flat = a.pitch == a.out_w;
+    const int64_t rows = flat ? 1 : a.out_h, run = flat ? pixels : a.out_w;
+    for (int64_t blk = a.block_begin; blk < a.block_end; ++blk) {
+      const float* w = a.weight + blk * a.in_channels * a.kernel_h * a.kernel_w * cb;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t q0 = 0; q0 < run; q0 += P) {
+          const int64_t q = min64(q0, run - P);
+          // The output rows [oh0, oh1] the block spans read the input at
+          // kernel rows [pad_h - oh1, in_h + pad_h - oh0).
+          const int64_t oh0 = flat ? q / a.out_w : row, oh1 = flat ? (q + P - 1) / a.out_w : row;
+          const int64_t i_lo = max64(0, a.pad_h - oh1);
+          const int64_t i_hi = min64(a.kernel_h, a.in_h + a.pad_h - oh0);
+          const int64_t col = oh0 == oh1 ? (flat ? q - oh0 * a.out_w : q) : -1;
+          lanes_block<P, CV>(a, w, a.input + row * a.pitch + q, a.staged + (row * run + q) * cb,
+                             i_lo, i_hi, col);
+        }
+      const int64_t oc0 = blk * cb, n = min64(cb, a.out_channels - oc0);
+      transpose_out(a.staged, cb, pixels, n, a.bias ? a.bias + oc0 : nullptr,
+                    a.out + oc0 * pixels);
+    }
+  }
+
   // DirectWeightGradRun with an OB x RB block of (output channel, weight
   // row) accumulators. Blocks at the edges repeat the last row and drop its
   // sums, so every block runs the same registers.
@@ -185,9 +313,17 @@ template <class Vec, int GradOB, int GradRB, DirectConvBlock... Bs>
 struct DirectConvLevel {
   static constexpr DirectConvBlock kBlocks[] = {Bs...};
 
+  template <DirectConvBlock B>
+  static void run(const DirectConvImage& a) {
+    if constexpr (B.channel_lanes)
+      DirectConv<Vec>::template lanes_image<B.vectors, B.channels / Vec::kLanes>(a);
+    else
+      DirectConv<Vec>::template image<B.vectors, B.channels>(a);
+  }
+
   static void image(const DirectConvImage& a, int block) {
     int i = 0;
-    ((i++ == block ? DirectConv<Vec>::template image<Bs.vectors, Bs.channels>(a) : void()), ...);
+    ((i++ == block ? run<Bs>(a) : void()), ...);
   }
 
   // Aggregate-initialized: no constructor of the shared struct is emitted

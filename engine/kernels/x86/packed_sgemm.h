@@ -201,19 +201,29 @@ struct PackedSgemm {
       pa += kMr;
       pb += kNr;
     }
-    if (mr == kMr && nr == kNr) {
-#pragma GCC unroll 6
-      for (int r = 0; r < kMr; ++r) {
+    store_block<kMr>(acc, c, ldc, mr, nr, s);
+  }
+
+  // The accumulators of an Mr x kNr register block into C by the Store rule:
+  // whole rows when the block is whole (mr == Mr, nr == kNr), else its mr x nr
+  // corner through a staging block. Always inlined, and its loops unrolled,
+  // so the accumulators stay registers: a loop over them with a variable
+  // index keeps them on the stack, stored at every step of the depth loop.
+  template <int64_t Mr>
+  [[gnu::always_inline]] static void store_block(V (&acc)[Mr][2], float* c, int64_t ldc,
+                                                 int64_t mr, int64_t nr, const Store& s) {
+    if (mr == Mr && nr == kNr) {
+#pragma GCC unroll 8
+      for (int64_t r = 0; r < Mr; ++r) {
         float* out = c + r * ldc;
         Vec::storeu(out, combine(acc[r][0], out, s));
         Vec::storeu(out + Vec::kLanes, combine(acc[r][1], out + Vec::kLanes, s));
       }
       return;
     }
-    // Edge block: go through a full-size staging block.
-    alignas(64) float tmp[kMr * kNr];
-#pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
+    alignas(64) float tmp[Mr * kNr];
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < Mr; ++r) {
       Vec::storeu(tmp + r * kNr, acc[r][0]);
       Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
     }
@@ -225,7 +235,12 @@ struct PackedSgemm {
   // The epilogue of one finished block. Bias alone and bias + relu (the
   // common ones) run here in vector registers; the other activations go to
   // the GEMM layer's general epilogue.
-  static void epilogue(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias,
+  static void epilogue(const GemmArgs<float>& g, float* c, int64_t rows, int64_t cols,
+                       const float* bias) {
+    bias_act(c, rows, cols, g.ldc, bias, g.act);
+    if (g.tail) (*g.tail)(c, rows, cols, g.ldc);
+  }
+  static void bias_act(float* c, int64_t rows, int64_t cols, int64_t ldc, const float* bias,
                        Activation act) {
     if (act != Activation::None && act != Activation::Relu)
       return apply_epilogue(c, rows, cols, ldc, bias, act);
@@ -250,25 +265,52 @@ struct PackedSgemm {
     }
   }
 
+  // The depth of the blocks a product of depth k is cut into: equal
+  // blocks, rounded up to whole 8 x 8 pack transposes.
+  template <int64_t kKc>
+  static int64_t depth_block(int64_t k) {
+    const int64_t depth_blocks = (k + kKc - 1) / kKc;
+    return min64(k, ((k + depth_blocks - 1) / depth_blocks + 7) / 8 * 8);
+  }
+
+  // Floats of all of op(B) (k x n) packed by prepack_b.
+  static size_t prepacked_b_floats(int64_t k, int64_t n) {
+    return static_cast<size_t>(k * ((n + kNr - 1) / kNr * kNr));
+  }
+
+  // All of op(B) in the layout the tile's pack_b gives each block, so a tile
+  // reads its block where it lies: depth block pc (of depth_block(k)) at
+  // pc * round_up(n, kNr), and in it the panel of columns from j (a multiple
+  // of kNr) at j * kc. dst is 64-byte aligned, prepacked_b_floats long.
+  template <int64_t kKc>
+  static void prepack_b(const GemmOperand<float>& op, int64_t k, int64_t n, float* dst) {
+    const int64_t kc_max = depth_block<kKc>(k), n_pad = (n + kNr - 1) / kNr * kNr;
+    for (int64_t pc = 0; pc < k; pc += kc_max)
+      pack_b(op, op.data, pc, min64(kc_max, k - pc), 0, n, dst + pc * n_pad);
+  }
+
   template <int64_t kKc, int64_t kMc, int64_t kNc>
   static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
                    int64_t rows, int64_t c0, int64_t cols) {
     const int64_t k = g.k;
     const int64_t nc_max = min64(kNc, (cols + kNr - 1) / kNr * kNr);
     const int64_t mc_max = min64(kMc, (rows + kMr - 1) / kMr * kMr);
-    const int64_t depth_blocks = (k + kKc - 1) / kKc;
-    // Equal depth blocks, rounded up to whole 8 x 8 pack transposes.
-    const int64_t kc_max = min64(k, ((k + depth_blocks - 1) / depth_blocks + 7) / 8 * 8);
+    const int64_t kc_max = depth_block<kKc>(k);
+    // B packed at load (prepack_b) holds every block; tiles start on a
+    // panel boundary (the GEMM layer cuts them at multiples of kNr).
+    const float* prepacked = c0 % kNr == 0 ? g.b_packed : nullptr;
+    const int64_t n_pad = (g.n + kNr - 1) / kNr * kNr;
     // The A panels' last transposed store runs 8 - kMr floats past them.
     float* pa = gemm_scratch(0, static_cast<size_t>(mc_max * kc_max + 8));
-    float* pb = gemm_scratch(1, static_cast<size_t>(nc_max * kc_max));
+    float* pb = prepacked ? nullptr : gemm_scratch(1, static_cast<size_t>(nc_max * kc_max));
     for (int64_t jc = 0; jc < cols; jc += kNc) {
       const int64_t nc = min64(kNc, cols - jc);
       for (int64_t pc = 0; pc < k; pc += kc_max) {
         const int64_t kc = min64(kc_max, k - pc);
         const bool last = pc + kc == k;
         const Store s{g.alpha, g.beta, pc == 0};
-        pack_b(g.b, b, pc, kc, c0 + jc, nc, pb);
+        const float* bp = prepacked ? prepacked + pc * n_pad + (c0 + jc) * kc : pb;
+        if (!prepacked) pack_b(g.b, b, pc, kc, c0 + jc, nc, pb);
         for (int64_t ic = 0; ic < rows; ic += kMc) {
           const int64_t mc = min64(kMc, rows - ic);
           pack_a(g.a, a, r0 + ic, mc, pc, kc, pa);
@@ -278,9 +320,9 @@ struct PackedSgemm {
             for (int64_t ir = 0; ir < mc; ir += kMr) {
               const int64_t mr = min64(kMr, mc - ir);
               float* ct = c + (r0 + ic + ir) * g.ldc + col;
-              micro_kernel(kc, pa + ir * kc, pb + jr * kc, ct, g.ldc, mr, nr, s);
+              micro_kernel(kc, pa + ir * kc, bp + jr * kc, ct, g.ldc, mr, nr, s);
               // The block is final and still in L1: finish it now.
-              if (last) epilogue(ct, mr, nr, g.ldc, g.bias ? g.bias + col : nullptr, g.act);
+              if (last) epilogue(g, ct, mr, nr, g.bias ? g.bias + col : nullptr);
             }
           }
         }
@@ -342,24 +384,7 @@ struct PackedSgemm {
         acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
       }
     }
-    if constexpr (!Edge) {
-#pragma GCC unroll 6
-      for (int64_t r = 0; r < Mr; ++r) {
-        float* out = c + r * g.ldc;
-        Vec::storeu(out, combine(acc[r][0], out, s));
-        Vec::storeu(out + Vec::kLanes, combine(acc[r][1], out + Vec::kLanes, s));
-      }
-    } else {
-      alignas(64) float tmp[Mr * kNr];
-#pragma GCC unroll 6  // the accumulators stay registers (transposed_block)
-      for (int64_t r = 0; r < Mr; ++r) {
-        Vec::storeu(tmp + r * kNr, acc[r][0]);
-        Vec::storeu(tmp + r * kNr + Vec::kLanes, acc[r][1]);
-      }
-      for (int64_t r = 0; r < Mr; ++r)
-        for (int64_t j = 0; j < nr; ++j)
-          c[r * g.ldc + j] = combine1(tmp[r * kNr + j], c[r * g.ldc + j], s);
-    }
+    store_block<Mr>(acc, c, g.ldc, Mr, Edge ? nr : kNr, s);
   }
 
   // Every row of the tile against one panel of columns: register blocks of
@@ -415,7 +440,7 @@ struct PackedSgemm {
           direct_panel<true, true>(g, at + p0, bp, ldb, cp, rows, nr, kc, s);
       }
       // The panel's block of C is final and still in L1.
-      epilogue(cp, rows, nr, g.ldc, g.bias ? g.bias + c0 + jr : nullptr, g.act);
+      epilogue(g, cp, rows, nr, g.bias ? g.bias + c0 + jr : nullptr);
     }
   }
 
@@ -526,7 +551,7 @@ struct PackedSgemm {
           default: break;
         }
       }
-      epilogue(ct, nr, cols, g.ldc, g.bias ? g.bias + c0 : nullptr, g.act);
+      epilogue(g, ct, nr, cols, g.bias ? g.bias + c0 : nullptr);
     }
   }
 

@@ -131,9 +131,10 @@ void dot_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c
 
 // Cache blocks: a B panel of 320 x 16 floats (20 KB) in L1, the 144-row
 // block of A (180 KB) in L2, 2048 columns of B (2.5 MB) in L3.
+constexpr int64_t kDepthBlock = 320;
 void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
                  int64_t rows, int64_t c0, int64_t cols) {
-  Packed::tile<320, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
+  Packed::tile<kDepthBlock, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
 
 using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec256>>;
@@ -152,7 +153,9 @@ const SgemmKernels& sgemm_kernels_avx2() {
                               &Packed::prefer_transposed,
                               &Packed::transposed_tile,
                               &WidenedBf16::tile<float>,
-                              &WidenedBf16::tile<uint16_t>};
+                              &WidenedBf16::tile<uint16_t>,
+                              &Packed::prepacked_b_floats,
+                              &Packed::prepack_b<kDepthBlock>};
   return k;
 }
 

@@ -4,12 +4,14 @@
 // to fp32 (bf16_gemm.h) where the CPU lacks AVX512_BF16. Products with few rows keep the AVX2 dot
 // kernel: they are bound by reading the weight, not by the FMA width; so does
 // x @ Wᵀ at 12 to 32 rows (the transposed kernel), whose 16-row panels a
-// 32-wide block would half pad.
+// 32-wide block would half pad, unless the weight was packed at load: then
+// 8 x 32 register blocks read it from its panels (prepacked_rows.h).
 #include <immintrin.h>
 
 #include "engine/kernels/sgemm_kernels.h"
 #include "engine/kernels/x86/bf16_gemm.h"
 #include "engine/kernels/x86/packed_sgemm.h"
+#include "engine/kernels/x86/prepacked_rows.h"
 
 namespace samba::ops::detail {
 
@@ -36,10 +38,13 @@ using Packed = PackedSgemm<Vec512>;
 
 // Cache blocks: a B panel of 256 x 32 floats (32 KB) against L1, the 144-row
 // block of A (144 KB) in L2, 2048 columns of B (2 MB) in L3.
+constexpr int64_t kDepthBlock = 256;
 void packed_tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
                  int64_t rows, int64_t c0, int64_t cols) {
-  Packed::tile<256, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
+  Packed::tile<kDepthBlock, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
 }
+
+using Rows = PrepackedRows<Vec512, kDepthBlock>;
 
 using WidenedBf16 = Bf16Gemm<WidenedBf16Kernel<Vec512>>;
 
@@ -56,6 +61,10 @@ const SgemmKernels& sgemm_kernels_avx512() {
     t.direct_tile = &Packed::direct_tile;
     t.bf16_tile_f32 = &WidenedBf16::tile<float>;
     t.bf16_tile_bf16 = &WidenedBf16::tile<uint16_t>;
+    t.prepacked_b_floats = &Packed::prepacked_b_floats;
+    t.prepack_b = &Packed::prepack_b<kDepthBlock>;
+    t.prefer_prepacked_rows = &Rows::prefer;
+    t.prepacked_rows_tile = &Rows::tile;
     return t;
   }();
   return k;

@@ -1,0 +1,110 @@
+// Few rows of A against a B packed at load (a linear's weight in an
+// inference PEF, at small batch), included by a level's kernel file after
+// packed_sgemm.h and compiled with its flags (the same rules hold: intrinsics
+// and plain loops only).
+//
+// At 16 rows the packed kernel's 6-row blocks leave a third of their last
+// block empty and pack A again for every tile, and the kernels that read the
+// weight in place (transposed, dot) spend their loads on a weight laid out
+// for no register block. With B already in kNr-wide panels, a block of up to
+// Mr rows keeps its sums in registers over the whole depth (every depth
+// block of the panel in turn), broadcasts A straight from its rows and
+// writes C once, so nothing is packed or staged on a call.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/kernels/x86/packed_sgemm.h"
+
+namespace samba::ops::detail {
+namespace {
+
+template <class Vec, int64_t kKc>
+struct PrepackedRows {
+  using P = PackedSgemm<Vec>;
+  using V = typename Vec::V;
+  static constexpr int64_t kNr = P::kNr;
+  // Rows of the register block: 2 * Mr accumulators, two B vectors and a
+  // broadcast A value. At 16 lanes (32 registers) 8 rows hold 16 FMAs per
+  // depth step, enough in flight to cover their latency, and cut 16 rows
+  // into two equal blocks; at 8 lanes (16 registers) 6 is the most that fits.
+  static constexpr int64_t kMr = Vec::kLanes == 16 ? 8 : 6;
+
+  // C[Mr x nr] = alpha * A[Mr x k] * (panel of B from column `col`) + beta * C,
+  // a at the block's first row, c at its top-left element.
+  template <int64_t Mr>
+  static void block(const GemmArgs<float>& g, const float* a, float* c, int64_t col, int64_t nr) {
+    V acc[Mr][2];
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
+    const int64_t k = g.k, lda = g.a.ld, kc_max = P::template depth_block<kKc>(k);
+    const int64_t n_pad = (g.n + kNr - 1) / kNr * kNr;
+    for (int64_t pc = 0; pc < k; pc += kc_max) {
+      const int64_t kc = P::min64(kc_max, k - pc);
+      const float* pb = g.b_packed + pc * n_pad + col * kc;
+      const float* ap = a + pc;
+#pragma GCC unroll 2
+      for (int64_t p = 0; p < kc; ++p) {
+        const V b0 = Vec::load(pb + p * kNr), b1 = Vec::load(pb + p * kNr + Vec::kLanes);
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < Mr; ++r) {
+          const V av = Vec::broadcast(ap + r * lda + p);
+          acc[r][0] = Vec::fmadd(av, b0, acc[r][0]);
+          acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
+        }
+      }
+    }
+    P::template store_block<Mr>(acc, c, g.ldc, Mr, nr, {g.alpha, g.beta, true});
+  }
+
+  // Every row of the tile against one panel: blocks of kMr rows, then one
+  // block of the rest.
+  static void panel(const GemmArgs<float>& g, const float* a, float* c, int64_t rows, int64_t col,
+                    int64_t nr) {
+    int64_t i = 0;
+    for (; i + kMr <= rows; i += kMr) block<kMr>(g, a + i * g.a.ld, c + i * g.ldc, col, nr);
+    const float* ar = a + i * g.a.ld;
+    float* cr = c + i * g.ldc;
+    static_assert(kMr <= 8, "the remainder blocks below are 1 to 7 rows");
+    switch (rows - i) {
+      case 7: return block<7>(g, ar, cr, col, nr);
+      case 6: return block<6>(g, ar, cr, col, nr);
+      case 5: return block<5>(g, ar, cr, col, nr);
+      case 4: return block<4>(g, ar, cr, col, nr);
+      case 3: return block<3>(g, ar, cr, col, nr);
+      case 2: return block<2>(g, ar, cr, col, nr);
+      case 1: return block<1>(g, ar, cr, col, nr);
+      default: return;
+    }
+  }
+
+  // The GEMM layer cuts tiles at multiples of kNr columns, where the
+  // packed panels start; a tile that does not start on one packs B itself.
+  static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
+                   int64_t rows, int64_t c0, int64_t cols) {
+    if (c0 % kNr != 0) return P::template tile<kKc, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
+    const float* at = a + r0 * g.a.ld;
+    for (int64_t jr = 0; jr < cols; jr += kNr) {
+      const int64_t nr = P::min64(kNr, cols - jr);
+      float* cp = c + r0 * g.ldc + c0 + jr;
+      panel(g, at, cp, rows, c0 + jr, nr);
+      // The panel's block of C is final and still in L1.
+      P::epilogue(g, cp, rows, nr, g.bias ? g.bias + c0 + jr : nullptr);
+    }
+  }
+
+  // Up to 32 rows of a row-major A, from one full panel of columns. Beyond
+  // 32 rows (kShortRows in gemm.cpp) the packed kernel's blocks are full and
+  // its packing of A is paid back. On one core at AVX-512 (Zen 4), against
+  // the kernels that read the weight in place: 16 x 256 x 784 55.1 against
+  // 58.5 us (at the FMA peak), 24 x 256 x 256 27.2 against 38.4, 4 x 256 x
+  // 256 4.6 against 8.5, 1 x 256 x 784 7.7 against 9.3; with B stored (k, n),
+  // 3 x 256 x 256 3.5 against 14.3, and equal (0.97x to 1.05x) at 1 x 256 x
+  // 256, 4 x 256 x 256, 8 x 32 x 32 and 32 x 128 x 128.
+  static bool prefer(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
+    return !g.a.trans && rows <= 32 && cols >= kNr && g.k >= 8;
+  }
+};
+
+}  // namespace
+}  // namespace samba::ops::detail
