@@ -13,7 +13,7 @@ packages=(
   python3-numpy python3-pytest python3-torch python3-torchvision python3-venv
   libcpp-httplib-dev wrk libonnx-dev libtorch-dev python3-onnx
   libopenmpi-dev openmpi-bin
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev
 )
 
 # libcpp-httplib-dev: the inference server example (examples/server); wrk
@@ -23,7 +23,9 @@ packages=(
 # version of libonnx-dev): the ONNX backend test suite. libopenmpi-dev and
 # openmpi-bin: data-parallel training (docs/DISTRIBUTED.md) and its tests.
 # libdnnl-dev: oneDNN, the reference kernels bench/kernel_peers_bench.cpp
-# measures Samba's GEMM and convolution beside (not linked into the engine).
+# measures Samba's GEMM and convolution beside (not linked into the engine);
+# ocl-icd-opencl-dev: Debian's oneDNN CMake package requires OpenCL, which
+# libdnnl-dev only recommends, so --no-install-recommends leaves it out.
 
 # libclang-dev: bindgen (the samba-sys crate's build) parses samba.h with it.
 # The Rust and Go bindings' toolchains: Debian's, unless one is already

@@ -8,6 +8,8 @@
 
 #include <samba/torch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -237,7 +239,11 @@ TEST(Refusals, ARefusedImportGivesTheMemoryBack) {
 class RunOnTorchTensors : public ::testing::Test {
  protected:
   void SetUp() override {
-    pef_ = ::testing::TempDir() + "torch_bridge_linear.pef";
+    // One file per test and process: ctest runs this fixture's tests side
+    // by side, and one's TearDown would remove the PEF another is loading.
+    pef_ = ::testing::TempDir() + "torch_bridge_linear_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" + std::to_string(::getpid()) +
+           ".pef";
     const samba::Tensor w = to_samba(weight_, "fc.weight");
     const samba::Tensor bias = to_samba(bias_, "fc.bias");
     samba::Model model = [&](const std::vector<samba::Tensor>& in) {
