@@ -94,6 +94,27 @@ void forward_row(const float* r0, const float* r1, float* out, int64_t out_w) {
     out[ow] = pick(pick(r0[2 * ow], r0[2 * ow + 1]), pick(r1[2 * ow], r1[2 * ow + 1]));
 }
 
+#if defined(__AVX2__)
+// A plane 8 wide (output rows of 4): its rows are contiguous, so 16 floats
+// are a window row pair and column_pairs takes both rows in one pass; two
+// such passes give two output rows, which are contiguous too, in one store.
+// The taps are taken in the same order as forward_row's (each row's pairs,
+// then the upper row before the lower), so the picks are the same.
+void forward_plane_8_wide(const float* xp, float* op, int64_t out_h) {
+  int64_t oh = 0;
+  for (; oh + 2 <= out_h; oh += 2) {
+    const float* rows = xp + 2 * oh * 8;
+    // (a0 a1 b0 b1 | a2 a3 b2 b3): a, b the pair maxima of rows 2oh, 2oh + 1;
+    // (c0 c1 d0 d1 | c2 c3 d2 d3) for rows 2oh + 2, 2oh + 3.
+    const __m256 h0 = column_pairs(rows), h1 = column_pairs(rows + 16);
+    const __m256 upper = _mm256_shuffle_ps(h0, h1, _MM_SHUFFLE(1, 0, 1, 0));  // a, c
+    const __m256 lower = _mm256_shuffle_ps(h0, h1, _MM_SHUFFLE(3, 2, 3, 2));  // b, d
+    _mm256_storeu_ps(op + oh * 4, in_order(pick8(upper, lower)));
+  }
+  if (oh < out_h) forward_row(xp + 2 * oh * 8, xp + 2 * oh * 8 + 8, op + oh * 4, 4);
+}
+#endif
+
 template <typename F>
 void for_each_plane(const Pool2x2Shape& s, F&& fn) {
   const int64_t work = std::max<int64_t>(1, s.in_h * s.in_w);
@@ -106,6 +127,12 @@ void for_each_plane(const Pool2x2Shape& s, F&& fn) {
 
 void max_pool_2x2_forward(const Pool2x2Shape& s, const float* x, float* out) {
   const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
+#if defined(__AVX2__)
+  if (s.in_w == 8 && s.out_w == 4) {
+    for_each_plane(s, [&](int64_t p) { forward_plane_8_wide(x + p * in_plane, out + p * out_plane, s.out_h); });
+    return;
+  }
+#endif
   for_each_plane(s, [&](int64_t p) {
     const float* xp = x + p * in_plane;
     float* op = out + p * out_plane;

@@ -245,13 +245,15 @@ TEST(MaxPool2d, NanPropagates) {
 // infinities and NaN, both must pick the same element: the same value, sign
 // of zero included, forward, and the same gradient routing backward. The
 // widths reach every path of the 2x2 kernel: 8 and 4 windows at a time and
-// the scalar tail, odd widths and heights (a row or column in no window).
+// the scalar tail, odd widths and heights (a row or column in no window), and
+// planes 8 wide, two output rows at a time, with an odd output row left over.
 TEST(MaxPool2d, TwoByTwoKernelPicksWhatTheGeneralKernelPicks) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> pool = {-1.0, 0.0, -0.0, 1.0, 1.0, nan, inf, -inf, 2.0};
   const std::vector<Dims> shapes = {{3, 5, 8, 8}, {2, 2, 9, 21}, {1, 3, 17, 33}, {2, 1, 4, 16},
-                                    {1, 1, 2, 2}, {1, 2, 3, 3},  {1, 1, 2, 40}, {4, 2, 6, 10}};
+                                    {1, 1, 2, 2}, {1, 2, 3, 3},  {1, 1, 2, 40}, {4, 2, 6, 10},
+                                    {2, 3, 7, 8}, {1, 2, 2, 8},  {1, 1, 11, 8}, {2, 1, 8, 9}};
   uint32_t state = 12345;
   auto draw = [&] {
     state = state * 1664525u + 1013904223u;
