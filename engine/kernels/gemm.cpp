@@ -129,13 +129,20 @@ bool takes_prepacked_rows(const GemmArgs<float>& g, int64_t rows, int64_t cols) 
   const detail::SgemmKernels& kern = detail::sgemm_kernels();
   return kern.prepacked_rows_tile && kern.prefer_prepacked_rows(g, rows, cols);
 }
+// An output narrower than the packed kernel's panel (a classifier head's 10
+// columns) at any number of rows, as x @ Wᵀ: the packed kernel does not
+// take it, and the dot kernel's register blocks read x and W where they lie
+// (256 x 512 -> 10 took 2.5x longer in Eigen's kernel).
+bool narrow_dot(const GemmArgs<float>& g, int64_t cols) {
+  return cols < detail::sgemm_kernels().col_block && !g.a.trans && g.b.trans && g.k >= 8;
+}
 TileKernel tile_kernel(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
   if (g.k <= 0 || gemm_kernel() != GemmKernel::Auto) return TileKernel::Eigen;
   const detail::SgemmKernels& kern = detail::sgemm_kernels();
   if (g.b_packed && takes_prepacked_rows(g, rows, cols)) return TileKernel::PrepackedRows;
   if (kern.transposed_tile && kern.prefer_transposed(g, rows, cols)) return TileKernel::Transposed;
   if (kern.direct_tile && kern.prefer_direct(g, rows, cols)) return TileKernel::Direct;
-  if (kern.dot_tile && kern.prefer_dot(g, rows)) return TileKernel::Dot;
+  if (kern.dot_tile && (kern.prefer_dot(g, rows) || narrow_dot(g, cols))) return TileKernel::Dot;
   if (kern.packed_tile && kern.prefer_packed(rows, cols, g.k)) return TileKernel::Packed;
   return TileKernel::Eigen;
 }

@@ -164,6 +164,18 @@ TEST(Gemm, FewRowsAgainstRowStoredWeights) {
   check_case<float>({16, 300, 784, false, true, 1.0, 0.0, true, Activation::Relu}, 1e-4);
 }
 
+TEST(Gemm, NarrowOutputsAtManyRows) {
+  // x @ Wᵀ with fewer columns than the packed kernel's panel (a classifier
+  // head) past the dot kernel's row limit: tiles of many rows split across
+  // threads, each column remainder of a group of three, depths with and
+  // without a partial vector, alpha, beta and the epilogue.
+  for (int64_t m : {33, 100, 256})
+    for (int64_t n : {1, 2, 10, 17, 31})
+      for (int64_t k : {8, 21, 512}) check_case<float>({m, n, k, false, true, 1.0, 0.0, false, Activation::None}, 1e-4);
+  check_case<float>({256, 10, 512, false, true, 0.5, 2.0, true, Activation::Sigmoid}, 1e-4);
+  check_case<float>({70, 15, 1024, false, true, 1.0, 0.0, true, Activation::Relu}, 1e-4);
+}
+
 TEST(Gemm, SmallProductsReadAInPlace) {
   // The direct kernel (A read in place; a row-major B too, a transposed B
   // one transposed panel at a time), for products small enough that packing
