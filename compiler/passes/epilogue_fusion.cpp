@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <unordered_set>
 
 #include "compiler/passes/passes.h"
@@ -242,10 +243,70 @@ Graph fold_activations_into_linears(Graph g) {
   return g;
 }
 
+// `v` lists one value, or two equal ones, all `want` (an attribute given
+// once for both dims, or per dim).
+bool both_dims(const std::vector<int64_t>& v, int64_t want) {
+  return (v.size() == 1 || v.size() == 2) && std::all_of(v.begin(), v.end(), [&](int64_t x) {
+           return x == want;
+         });
+}
+
+// max_pool2d over 2x2 windows with stride 2, no padding, dilation or ceil
+// mode: the pooling conv2d_max_pool2d does.
+bool pools_2x2(const Node& n) {
+  if (n.op->name != "max_pool2d") return false;
+  const Attrs& a = n.attrs;
+  return both_dims(a.ints("kernel_size"), 2) &&
+         (a.ints("stride").empty() || both_dims(a.ints("stride"), 2)) &&
+         both_dims(a.ints("padding"), 0) && both_dims(a.ints("dilation"), 1) && !a.b("ceil_mode");
+}
+
+// max_pool2d(conv2d(x)) and max_pool2d(relu(conv2d(x))), each value read by
+// the next op alone (so never where training keeps them for the backward),
+// become one conv2d_max_pool2d: the convolution's blocks are pooled as they
+// are stored, and the unpooled values are never written.
+Graph fold_pools_into_convolutions(Graph g) {
+  const Uses uses(g);
+  std::vector<bool> erased(g.nodes.size(), false);
+  const OpDef& fused = OpRegistry::global().get("conv2d_max_pool2d");
+  for (Node& conv : g.nodes) {
+    if (conv.op->name != "conv2d" || g.value(conv.outputs[0]).dtype != DType::Float32) continue;
+    // The single reader of v that is an op of `conv`'s step.
+    auto next = [&](ValueId v) -> Node* {
+      if (uses.readers[v].size() != 1) return nullptr;
+      Node& n = g.node(uses.readers[v][0]);
+      return uses.only_reader(g, v, n) && same_step(conv, n) && !erased[n.id] ? &n : nullptr;
+    };
+    const ValueId y = conv.outputs[0];
+    Node* relu = next(y);
+    if (relu && (relu->op->name != "relu" || relu->inputs.size() != 1)) relu = nullptr;
+    Node* pool = next(relu ? relu->outputs[0] : y);
+    if (!pool || !pools_2x2(*pool) || pool->outputs.size() != 1) continue;
+    Attrs attrs = conv.attrs;
+    attrs.set("activation", std::string(relu ? "relu" : "none"));
+    conv.op = &fused;
+    conv.attrs = fused.resolve(attrs);
+    // The pooled result now comes straight out of the convolution.
+    const ValueId z = pool->outputs[0];
+    conv.outputs[0] = z;
+    g.value(z).producer = conv.id;
+    g.value(z).producer_output = 0;
+    g.value(y).producer = kNone;  // no longer computed or read
+    if (relu) {
+      g.value(relu->outputs[0]).producer = kNone;
+      erased[relu->id] = true;
+    }
+    erased[pool->id] = true;
+  }
+  g.erase_nodes(erased);
+  return g;
+}
+
 }  // namespace
 
 Graph fuse_gemm_epilogues(Graph g) {
-  return fold_activations_into_linears(fold_products_into_linears(std::move(g)));
+  return fold_pools_into_convolutions(
+      fold_activations_into_linears(fold_products_into_linears(std::move(g))));
 }
 
 }  // namespace samba::compiler

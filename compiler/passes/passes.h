@@ -32,8 +32,10 @@ Graph fold_constants(Graph g);
 // b) for a linear without bias or activation, become one linear (W given as
 // its transposed view); then an activation (relu, tanh, sigmoid, gelu) that
 // is the only reader of a linear's result, or of a matmul's, is folded into
-// the linear's epilogue. Only results nothing else reads (no other node,
-// view or output) are fused, in one phase, without run-time bindings.
+// the linear's epilogue; and max_pool2d over 2x2 windows, stride 2, of a
+// conv2d or of its relu becomes one conv2d_max_pool2d. Only results nothing
+// else reads (no other node, view or output) are fused, in one phase,
+// without run-time bindings.
 Graph fuse_gemm_epilogues(Graph g);
 
 }  // namespace samba::compiler

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/core/parallel.h"
+#include "engine/kernels/max_pool_2x2.h"
 
 namespace samba::ops {
 
@@ -211,11 +212,12 @@ struct ZeroedCopy {
 };
 thread_local ZeroedCopy zeroed;
 
-// Per-thread buffers (0: the padded image, 1: the staged output), kept for
+// Per-thread buffers (0: the padded image, 1: the staged output, 2: an
+// image's output planes before pooling), kept for
 // the thread's next image; a task never waits on other tasks, so a buffer
 // is never shared.
 float* scratch(int which, int64_t floats) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[3];
   std::vector<float>& b = buf[which];
   if (static_cast<int64_t>(b.size()) < floats) {
     b.resize(static_cast<size_t>(floats));
@@ -254,9 +256,11 @@ void copy_image(const ConvDirectKernels& k, const DirectProblem& p, const float*
 
 // Tasks: (image, run of output channel blocks); the channel blocks of an
 // image are split only when there are too few images for every thread or
-// their staged outputs would not fit in L2.
+// their staged outputs would not fit in L2. The output is relu'd where
+// `relu`, and 2x2 max-pooled where `pool` (conv2d_direct_pool_forward).
 void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float* weight,
-                const float* x, const float* bias, float* out, const OutputTail* tail) {
+                const float* x, const float* bias, float* out, const OutputTail* tail,
+                bool relu, bool pool) {
   const DirectProblem& p = plan.p;
   const DirectConvBlock b = k.blocks[plan.block];
   const int64_t blocks = ceil_div(p.out_channels, b.channels);
@@ -276,9 +280,13 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
   const int64_t task_flops =
       2 * p.in_channels * p.taps() * p.out_h * p.out_w * per_split * b.channels;
   const int64_t grain = std::max<int64_t>(1, kTaskFlops / std::max<int64_t>(task_flops, 1));
+  const int64_t plane = p.out_h * p.out_w, pooled = p.out_h / 2 * (p.out_w / 2);
+  // Blocks that cannot pool as they store leave an image's planes here.
+  const bool pool_after = pool && !b.channel_lanes;
   parallel_for(p.batch * splits, grain, [&](int64_t t0, int64_t t1) {
     float* padded_input = scratch(0, padded);
     float* staged = scratch(1, std::max(per_split * staged_block, lanes_stage));
+    float* planes = pool_after ? scratch(2, p.out_channels * plane) : nullptr;
     int64_t padded_image = -1;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t n = t / splits, split = t % splits;
@@ -296,7 +304,9 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
       a.kernel_w = p.kernel_w;
       a.weight = weight;
       a.bias = bias;
-      a.out = out + n * p.out_channels * p.out_h * p.out_w;
+      a.relu = relu;
+      a.pool = pool && b.channel_lanes;
+      a.out = planes ? planes : out + n * p.out_channels * (pool ? pooled : plane);
       a.out_channels = p.out_channels;
       a.out_h = p.out_h;
       a.out_w = p.out_w;
@@ -309,13 +319,14 @@ void run_direct(const ConvDirectKernels& k, const DirectPlan& plan, const float*
       a.pad_w = p.pad_w;
       if (a.block_begin >= a.block_end) continue;
       k.image(a, plan.block);
-      if (tail) {
-        // The channels just stored are contiguous and still in L2.
-        const int64_t plane = p.out_h * p.out_w;
-        const int64_t c0 = a.block_begin * b.channels;
-        const int64_t c1 = std::min(p.out_channels, a.block_end * b.channels);
-        (*tail)(a.out + c0 * plane, 1, (c1 - c0) * plane, (c1 - c0) * plane);
-      }
+      // The channels just stored are contiguous and still in L2.
+      const int64_t c0 = a.block_begin * b.channels;
+      const int64_t c1 = std::min(p.out_channels, a.block_end * b.channels);
+      if (planes)
+        max_pool_2x2_planes({c1 - c0, p.out_h, p.out_w, p.out_h / 2, p.out_w / 2},
+                            planes + c0 * plane,
+                            out + (n * p.out_channels + c0) * pooled);
+      if (tail && !relu) (*tail)(a.out + c0 * plane, 1, (c1 - c0) * plane, (c1 - c0) * plane);
     }
   });
 }
@@ -327,21 +338,53 @@ bool unit_stride(const ConvGeometry& g) {
 
 }  // namespace
 
-bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
-                           const float* bias, float* out, DirectLayout layout,
-                           OutputTail* tail) {
+namespace {
+
+// conv2d's forward with the direct kernel: the level's kernels, the plan and
+// the weight packed for its blocks; nothing where the kernel does not apply.
+struct ForwardPlan {
+  const ConvDirectKernels* k;
+  DirectPlan plan;
+  std::vector<float> packed;
+};
+
+std::optional<ForwardPlan> forward_plan(const ConvGeometry& g, const float* weight,
+                                        DirectLayout layout) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
-  if (!k || !unit_stride(g)) return false;
+  if (!k || !unit_stride(g)) return std::nullopt;
   DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
                   g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
   const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
-  if (!plan) return false;
-  const std::vector<float> packed = pack_weight(
-      p, k->blocks[plan->block].channels, [&](int64_t o, int64_t c, int64_t i, int64_t j) {
-        return weight[((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j];
-      });
+  if (!plan) return std::nullopt;
+  return ForwardPlan{k, *plan,
+                     pack_weight(p, k->blocks[plan->block].channels,
+                                 [&](int64_t o, int64_t c, int64_t i, int64_t j) {
+                                   return weight[((o * g.in_channels + c) * g.kernel_h + i) *
+                                                     g.kernel_w +
+                                                 j];
+                                 })};
+}
+
+}  // namespace
+
+bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
+                           const float* bias, float* out, DirectLayout layout,
+                           OutputTail* tail) {
+  const std::optional<ForwardPlan> f = forward_plan(g, weight, layout);
+  if (!f) return false;
   if (tail) tail->applied = true;
-  run_direct(*k, *plan, packed.data(), x, bias, out, tail);
+  // A tail that is a relu runs in the kernel's registers as it stores.
+  const bool relu = tail && tail->in_registers == Activation::Relu;
+  run_direct(*f->k, f->plan, f->packed.data(), x, bias, out, tail, relu, false);
+  return true;
+}
+
+bool conv2d_direct_pool_forward(const ConvGeometry& g, const float* x, const float* weight,
+                                const float* bias, bool relu, float* out, DirectLayout layout) {
+  if (g.out_h < 2 || g.out_w < 2) return false;
+  const std::optional<ForwardPlan> f = forward_plan(g, weight, layout);
+  if (!f) return false;
+  run_direct(*f->k, f->plan, f->packed.data(), x, bias, out, nullptr, relu, true);
   return true;
 }
 
@@ -420,7 +463,7 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
       p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
       });
-  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input, nullptr);
+  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input, nullptr, false, false);
   return true;
 }
 

@@ -52,6 +52,17 @@ bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* w
                            DirectLayout layout = DirectLayout::Cheapest,
                            OutputTail* tail = nullptr);
 
+// out = max_pool2d(y, kernel 2 x 2, stride 2) for y = conv2d(x, weight) +
+// bias, or relu of that where `relu`: (N, O, out_h / 2, out_w / 2), a
+// trailing odd output row or column in no window, each window's value
+// picked as max_pool2d picks it. The channel-lanes blocks pool their staged
+// rows before they transpose them; the other blocks store an image's planes
+// to a per-thread buffer, which is pooled while it is in cache. False
+// (nothing written) when the direct kernel does not apply (as above).
+bool conv2d_direct_pool_forward(const ConvGeometry& g, const float* x, const float* weight,
+                                const float* bias, bool relu, float* out,
+                                DirectLayout layout = DirectLayout::Cheapest);
+
 // grad_input = the adjoint of conv2d in x applied to grad, as the direct
 // convolution of grad with the flipped, transposed weight (stride 1 only);
 // false (nothing written) when the direct kernel does not apply.
@@ -91,7 +102,11 @@ struct DirectConvImage {
   // kernel_w, block.channels); channels past out_channels hold zeros.
   const float* weight;
   const float* bias;  // out_channels values, or null
-  float* out;         // (out_channels, out_h, out_w)
+  bool relu = false;  // the output is relu(conv + bias) (OutputTail::in_registers)
+  // Channel-lanes blocks only: out holds the output planes' 2x2 max pooling,
+  // stride 2, (out_channels, out_h / 2, out_w / 2), instead of the planes.
+  bool pool = false;
+  float* out;  // (out_channels, out_h, out_w)
   int64_t out_channels, out_h, out_w;
   int64_t block_begin, block_end;
   // Where pitch > out_w, room for the blocks' outputs before they are

@@ -537,7 +537,12 @@ void float_product(const Tensor& out, const Tensor& a, bool trans_a, const Tenso
   g.act = ep.act;
   if constexpr (std::is_same_v<TIn, float> && std::is_same_v<TOut, float>) {
     if (ep.tail) {
-      g.tail = ep.tail;
+      // A tail that is a relu is the epilogue's own relu (the same max(0, x)
+      // on each block while it is in cache), without the tail's passes.
+      if (ep.tail->in_registers == Activation::Relu && g.act == Activation::None)
+        g.act = Activation::Relu;
+      else
+        g.tail = ep.tail;
       ep.tail->applied = true;
     }
   }

@@ -11,17 +11,6 @@
 
 namespace samba::ops {
 
-// The activation applied by the GEMM epilogue. Values are stable: the
-// compiler records them in kernel attributes.
-enum class Activation : int32_t {
-  None = 0,
-  Relu = 1,
-  GeluTanh = 2,
-  GeluErf = 3,
-  Tanh = 4,
-  Sigmoid = 5
-};
-
 // One matrix operand as stored: `trans` false means op(X) is the row-major
 // matrix at `data` with rows `ld` elements apart; true means op(X) is the
 // transpose of such a matrix (so its columns are `ld` apart).

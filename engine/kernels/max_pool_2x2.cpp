@@ -123,24 +123,27 @@ void for_each_plane(const Pool2x2Shape& s, F&& fn) {
   });
 }
 
+// Plane p of the forward.
+void forward_plane(const Pool2x2Shape& s, const float* x, float* out, int64_t p) {
+  const float* xp = x + p * s.in_h * s.in_w;
+  float* op = out + p * s.out_h * s.out_w;
+#if defined(__AVX2__)
+  if (s.in_w == 8 && s.out_w == 4) return forward_plane_8_wide(xp, op, s.out_h);
+#endif
+  for (int64_t oh = 0; oh < s.out_h; ++oh) {
+    const float* r0 = xp + 2 * oh * s.in_w;
+    forward_row(r0, r0 + s.in_w, op + oh * s.out_w, s.out_w);
+  }
+}
+
 }  // namespace
 
 void max_pool_2x2_forward(const Pool2x2Shape& s, const float* x, float* out) {
-  const int64_t in_plane = s.in_h * s.in_w, out_plane = s.out_h * s.out_w;
-#if defined(__AVX2__)
-  if (s.in_w == 8 && s.out_w == 4) {
-    for_each_plane(s, [&](int64_t p) { forward_plane_8_wide(x + p * in_plane, out + p * out_plane, s.out_h); });
-    return;
-  }
-#endif
-  for_each_plane(s, [&](int64_t p) {
-    const float* xp = x + p * in_plane;
-    float* op = out + p * out_plane;
-    for (int64_t oh = 0; oh < s.out_h; ++oh) {
-      const float* r0 = xp + 2 * oh * s.in_w;
-      forward_row(r0, r0 + s.in_w, op + oh * s.out_w, s.out_w);
-    }
-  });
+  for_each_plane(s, [&](int64_t p) { forward_plane(s, x, out, p); });
+}
+
+void max_pool_2x2_planes(const Pool2x2Shape& s, const float* x, float* out) {
+  for (int64_t p = 0; p < s.planes; ++p) forward_plane(s, x, out, p);
 }
 
 void max_pool_2x2_backward(const Pool2x2Shape& s, const float* grad, const float* x, float* dx) {

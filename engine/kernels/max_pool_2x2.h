@@ -21,6 +21,10 @@ struct Pool2x2Shape {
 // out = the maximum of each window; a NaN in the window gives NaN.
 void max_pool_2x2_forward(const Pool2x2Shape& s, const float* x, float* out);
 
+// The same on this thread alone: for kernels that pool a few planes of
+// their output while they are in cache.
+void max_pool_2x2_planes(const Pool2x2Shape& s, const float* x, float* out);
+
 // dx = grad at each window's first maximum in window order (row by row), or
 // at its last NaN when it holds NaN, as max_pool2d_backward's general kernel;
 // zero elsewhere, including rows and columns no window covers.

@@ -10,12 +10,28 @@
 
 namespace samba::ops {
 
+// The activation applied by the GEMM epilogue, and one a tail may be (below).
+// Values are stable: the compiler records them in kernel attributes.
+enum class Activation : int32_t {
+  None = 0,
+  Relu = 1,
+  GeluTanh = 2,
+  GeluErf = 3,
+  Tanh = 4,
+  Sigmoid = 5
+};
+
 struct OutputTail {
   // rows x cols floats at c, rows ldc apart, all of them final values of the
   // output whose first element is at `base`.
   void (*fn)(const void* ctx, float* c, int64_t rows, int64_t cols, int64_t ldc) = nullptr;
   const void* ctx = nullptr;
   bool applied = false;
+  // Relu when the whole tail is the registry's relu (x < 0 ? 0 : x, so NaN
+  // and -0 stay) applied to each output element in place: a kernel may then
+  // apply it to its registers as it stores them instead of calling fn (and
+  // still sets `applied`). None otherwise, and no other value is set.
+  Activation in_registers = Activation::None;
 
   void operator()(float* c, int64_t rows, int64_t cols, int64_t ldc) const {
     fn(ctx, c, rows, cols, ldc);

@@ -3,6 +3,7 @@
 // conv2d_backward_input (which is also conv_transpose2d's forward) and
 // conv2d_backward_weight. Each adjoint's gradient is again a convolution, so
 // every op here can be differentiated twice.
+#include "engine/kernels/conv_direct.h"
 #include "engine/kernels/conv_im2col.h"
 #include "engine/ops/operands.h"
 
@@ -13,6 +14,7 @@ constexpr const char* kConv = "conv2d";
 constexpr const char* kInputGrad = "conv2d_backward_input";
 constexpr const char* kWeightGrad = "conv2d_backward_weight";
 constexpr const char* kTranspose = "conv_transpose2d";
+constexpr const char* kConvPool = "conv2d_max_pool2d";
 
 OpBuilder& with_conv_attrs(OpBuilder& b) {
   return b
@@ -93,6 +95,55 @@ Tensor bias_grad(const Tensor& grad) {
   return call1("sum", {grad}, {{"dim", bias_grad_dims(grad.shape())}});
 }
 
+// The gradients of conv2d's inputs (x, weight, bias) for output gradient g.
+std::vector<Tensor> conv2d_grads(const GradContext& c, const Tensor& g, const char* op) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& w = c.inputs[1];
+  const Attrs conv = conv_attrs(conv_params(c.attrs, op));
+  std::vector<Tensor> grads(c.inputs.size());
+  if (c.needs_grad(0)) grads[0] = call1(kInputGrad, {g, w}, with(conv, "input_size", x.shape()));
+  if (c.needs_grad(1)) grads[1] = call1(kWeightGrad, {g, x}, with(conv, "weight_size", w.shape()));
+  if (c.needs_grad(2)) grads[2] = bias_grad(g);
+  return grads;
+}
+
+// conv2d_max_pool2d: whether it applies the relu, and the pooling's attributes.
+bool pool_relu(const Attrs& a) {
+  const std::string& act = a.s("activation");
+  SAMBA_CHECK(act == "none" || act == "relu", Status::InvalidArgument,
+              "{}: unknown activation '{}'; expected none or relu", kConvPool, act);
+  return act == "relu";
+}
+
+const Attrs& pool_2x2() {
+  static const Attrs kAttrs{{"kernel_size", std::vector<int64_t>{2, 2}}};
+  return kAttrs;
+}
+
+ConvGeometry conv_pool_geometry(std::span<const Tensor> in, const Attrs& a) {
+  ConvGeometry g = conv2d_geometry(in, a);
+  SAMBA_CHECK(g.out_h >= 2 && g.out_w >= 2, Status::ShapeMismatch,
+              "{}: the convolution's output is {}x{}, smaller than the 2x2 pooling window",
+              kConvPool, g.out_h, g.out_w);
+  return g;
+}
+
+Dims pooled_shape(const ConvGeometry& g) {
+  Dims d = g.output_shape();
+  d[d.size() - 2] /= 2;
+  d[d.size() - 1] /= 2;
+  return d;
+}
+
+// conv2d, then relu where asked, as the ops the fused one stands for.
+Tensor conv_then_relu(std::span<const Tensor> in, const Attrs& a) {
+  const Attrs conv = conv_attrs(conv_params(a, kConvPool));
+  const Tensor& bias = optional_at(in, 2);
+  Tensor y = bias.defined() ? call1(kConv, {in[0], in[1], bias}, conv)
+                            : call1(kConv, {in[0], in[1]}, conv);
+  return pool_relu(a) ? call1("relu", {y}) : y;
+}
+
 }  // namespace
 
 void register_convolution(OpRegistry& r) {
@@ -115,17 +166,53 @@ void register_convolution(OpRegistry& r) {
                        optional_at(c.inputs, 2), c.outputs[0], c.tail);
       })
       .grad([](const GradContext& c) -> std::vector<Tensor> {
-        const Tensor& g = c.grad_outputs[0];
+        return conv2d_grads(c, c.grad_outputs[0], kConv);
+      });
+
+  with_conv_attrs(
+      r.def(kConvPool)
+          .doc("max_pool2d(act(conv2d(x, weight, bias)), kernel_size 2x2, stride 2) in one pass: "
+               "act is relu or none. The compiler fuses a conv net's convolution, relu and 2x2 "
+               "pooling into it where nothing else reads the unpooled values (inference).")
+          .input("x", "(N, C, H, W) or (C, H, W)")
+          .input("weight", "(O, C/groups, kH, kW)")
+          .optional_input("bias", "(O)"))
+      .attr("activation", AttrType::String, std::string("none"), "none or relu, before pooling")
+      .fusion(Fusion::Contraction)
+      .infer([](const InferContext& c) -> std::vector<TensorMeta> {
+        pool_relu(c.attrs);
+        return {{c.inputs[0].dtype(), pooled_shape(conv_pool_geometry(c.inputs, c.attrs))}};
+      })
+      .flops([](const InferContext& c, std::span<const TensorMeta>) {
+        return conv_flops(conv_pool_geometry(c.inputs, c.attrs));
+      })
+      .kernel([](KernelContext& c) {
+        const ConvGeometry g = conv_pool_geometry(c.inputs, c.attrs);
+        const bool relu = pool_relu(c.attrs);
         const Tensor& x = c.inputs[0];
         const Tensor& w = c.inputs[1];
-        const Attrs conv = conv_attrs(conv_params(c.attrs, kConv));
-        std::vector<Tensor> grads(c.inputs.size());
-        if (c.needs_grad(0))
-          grads[0] = call1(kInputGrad, {g, w}, with(conv, "input_size", x.shape()));
-        if (c.needs_grad(1))
-          grads[1] = call1(kWeightGrad, {g, x}, with(conv, "weight_size", w.shape()));
-        if (c.needs_grad(2)) grads[2] = bias_grad(g);
-        return grads;
+        const Tensor& bias = optional_at(c.inputs, 2);
+        const Tensor& out = c.outputs[0];
+        if (out.numel() == 0) return;
+        const bool f32 = x.dtype() == DType::Float32 && w.dtype() == DType::Float32 &&
+                         (!bias.defined() || bias.dtype() == DType::Float32) &&
+                         out.dtype() == DType::Float32;
+        if (f32 && conv2d_direct_pool_forward(g, x.data<float>(), w.data<float>(),
+                                              bias.defined() ? bias.data<float>() : nullptr, relu,
+                                              out.data<float>()))
+          return;
+        // Elsewhere (another dtype, or a geometry or CPU the direct kernel
+        // does not take) the ops it stands for, one after another: the
+        // unpooled values are then allocated here, as they would be unfused.
+        out.copy_from(call1("max_pool2d", {conv_then_relu(c.inputs, c.attrs)}, pool_2x2()));
+      })
+      .grad([](const GradContext& c) -> std::vector<Tensor> {
+        // The unpooled values are not kept: recomputed, then the gradient
+        // goes back through the pooling, the relu and the convolution.
+        const Tensor y = conv_then_relu(c.inputs, c.attrs);
+        Tensor g = call1("max_pool2d_backward", {c.grad_outputs[0], y}, pool_2x2());
+        if (pool_relu(c.attrs)) g = call1("relu_backward", {g, y});
+        return conv2d_grads(c, g, kConvPool);
       });
 
   with_conv_attrs(

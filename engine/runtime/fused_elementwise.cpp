@@ -149,6 +149,12 @@ std::unique_ptr<const FusedElementwise> FusedElementwise::plan(const Program& pr
     }
     for (int32_t t : steps.front().inputs)
       if (t >= 0) f.producer_reads_.push_back(program.root(t));
+    // A lone relu of the product, into the product's own bytes: the
+    // producer's kernel may apply it to its registers as it stores.
+    const Step& only = f.steps_.front();
+    if (f.steps_.size() == 1 && steps[f.first_step_].op->name == "relu" && f.produced_into_ >= 0 &&
+        only.in.size() == 1 && only.in[0].source == Source::Full && only.in[0].index == f.produced_)
+      f.in_registers_ = ops::Activation::Relu;
   }
 
   // Tile buffers, reused once the value they hold has no later reader. A
@@ -279,6 +285,7 @@ bool FusedElementwise::run(const std::vector<Tensor>& tensors, const Produce& pr
   ops::OutputTail tail;
   tail.fn = &run_tail;
   tail.ctx = &ctx;
+  if (base[p] == base[steps_.back().stored]) tail.in_registers = in_registers_;
   produce(*out, &tail);
   if (!tail.applied)
     parallel_for(numel_, grain_, [&](int64_t b, int64_t e) { run_tiles(b, e, base.data(), stream_); });

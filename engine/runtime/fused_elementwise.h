@@ -63,6 +63,10 @@ class FusedElementwise {
   using Produce = std::function<void(const Tensor& out, ops::OutputTail* tail)>;
   bool run(const std::vector<Tensor>& tensors, const Produce& produce) const;
   bool has_producer() const { return produced_ >= 0; }
+  // Relu where the chain is a lone relu of the product, written in the
+  // product's bytes, which the producer may apply in its registers
+  // (OutputTail::in_registers); None otherwise.
+  ops::Activation in_registers() const { return in_registers_; }
 
   // The steps before this one run on their own first (results of another
   // shape, such as the scalar a backward chain starts from); the fused pass
@@ -121,6 +125,9 @@ class FusedElementwise {
   int32_t produced_ = -1;
   int32_t produced_into_ = -1;
   std::vector<int32_t> producer_reads_;
+  // Relu where the chain is the one relu of the product written in place
+  // (OutputTail::in_registers), else None.
+  ops::Activation in_registers_ = ops::Activation::None;
   int64_t numel_ = 0;
   int64_t row_ = 1;  // the output's last dim: what a row operand repeats over
   int64_t grain_ = 0;

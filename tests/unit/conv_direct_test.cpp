@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "engine/core/isa.h"
@@ -283,6 +284,64 @@ TEST(ConvDirect, WeightGradMatchesTheAdjoint) {
       EXPECT_FALSE(ran);
     }
     dw.expect_written(ran, want);
+    return ran;
+  });
+}
+
+// max_pool2d's rule, tap after tap in window order: a later value replaces
+// the running maximum when it is larger or NaN.
+float pick(float earlier, float later) {
+  return later > earlier || std::isnan(later) ? later : earlier;
+}
+
+// The pooled forward (relu or not) against the kernel's own unpooled output
+// in the same layout, relu'd and pooled here over 2x2 windows, bit for bit:
+// NaNs in half the inputs, signed zeros from the relu, odd output sizes
+// whose last row or column no window covers, and guards around the output.
+TEST(ConvDirect, PooledForwardIsTheTwoByTwoMaxPoolingOfTheOutputBitForBit) {
+  const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
+  for_each_run(40, 20, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout,
+                           uint32_t seed) {
+    std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+    if (seed % 2 == 1)
+      for (size_t i = seed % 37; i < x.size(); i += 211) x[i] = std::nanf("");
+    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+    const std::vector<float> b = random_floats(s.out, seed + 2);
+    const float* bias = s.bias ? b.data() : nullptr;
+    const int64_t ph = g.out_h / 2, pw = g.out_w / 2, planes = g.batch * g.out_channels;
+    bool ran = false;
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(relu ? "relu" : "no relu");
+      std::vector<float> full(static_cast<size_t>(planes * g.out_pixels()));
+      const bool unpooled =
+          ops::conv2d_direct_forward(g, x.data(), w.data(), bias, full.data(), layout);
+      Fenced out(planes * ph * pw);
+      ran = ops::conv2d_direct_pool_forward(g, x.data(), w.data(), bias, relu, out.data(), layout);
+      EXPECT_EQ(ran, unpooled && ph > 0 && pw > 0);
+      if (layout == DirectLayout::Cheapest) {
+        EXPECT_EQ(ran, has_kernel && ph > 0 && pw > 0);
+      }
+      if (!ran) {
+        EXPECT_TRUE(out.untouched());
+        continue;
+      }
+      out.expect_guards_intact();
+      auto at = [&](int64_t plane, int64_t h, int64_t c) {
+        const float v = full[static_cast<size_t>((plane * g.out_h + h) * g.out_w + c)];
+        return relu && v < 0.0f ? 0.0f : v;
+      };
+      int64_t reported = 0;
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t i = 0; i < ph; ++i)
+          for (int64_t j = 0; j < pw; ++j) {
+            const float want = pick(pick(at(p, 2 * i, 2 * j), at(p, 2 * i, 2 * j + 1)),
+                                    pick(at(p, 2 * i + 1, 2 * j), at(p, 2 * i + 1, 2 * j + 1)));
+            const float got = out.data()[(p * ph + i) * pw + j];
+            if (std::memcmp(&got, &want, sizeof(float)) != 0 && reported++ < 5)
+              ADD_FAILURE() << "plane " << p << " window (" << i << ", " << j << "): got " << got
+                            << ", want " << want;
+          }
+    }
     return ran;
   });
 }

@@ -533,3 +533,47 @@ TEST(Conv2d, AutogradThroughAChain) {
     EXPECT_EQ(t->grad().shape(), t->shape());
   }
 }
+
+// conv2d_max_pool2d, the compiler's fusion of a conv net layer for
+// inference: bit for bit max_pool2d(relu(conv2d)) (or without the relu),
+// through the direct kernel (float32, stride 1) and through the ops it
+// stands for (float64, stride 2, unbatched); its gradients recompute the
+// unpooled values.
+TEST(Conv2dMaxPool2d, IsTheConvolutionReluAndTwoByTwoPoolingItStandsFor) {
+  const Attrs pool{{"kernel_size", Ints{2, 2}}};
+  uint32_t seed = 60;
+  for (DType dt : {DType::Float32, DType::Float64})
+    for (const Attrs& conv : {Conv{.ph = 1, .pw = 1}.attrs(), Conv{.sh = 2, .sw = 2}.attrs()})
+      for (const Dims& xs : {Dims{3, 4, 9, 8}, Dims{4, 7, 6}})
+        for (bool relu : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} x {} relu {}", dtype_name(dt), dims_str(xs), relu));
+          Tensor x = rand_tensor(xs, dt, seed), w = rand_tensor({6, 4, 3, 3}, dt, seed + 1);
+          Tensor b = rand_tensor({6}, dt, seed + 2);
+          seed += 3;
+          Tensor y = call1("conv2d", {x, w, b}, conv);
+          if (relu) y = call1("relu", {y});
+          Attrs fused = conv;
+          fused.set("activation", std::string(relu ? "relu" : "none"));
+          const Tensor got = call1("conv2d_max_pool2d", {x, w, b}, fused);
+          const Tensor want = call1("max_pool2d", {y}, pool);
+          ASSERT_EQ(got.shape(), want.shape());
+          EXPECT_EQ(bytes_of(got), bytes_of(want));
+        }
+  Attrs a = Conv{.ph = 1, .pw = 1}.attrs();
+  a.set("activation", std::string("relu"));
+  check_gradients("conv2d_max_pool2d",
+                  {rand_tensor({2, 2, 4, 5}), rand_tensor({3, 2, 3, 3}, DType::Float64, 2),
+                   rand_tensor({3}, DType::Float64, 3)},
+                  a);
+}
+
+TEST(Conv2dMaxPool2d, Errors) {
+  Tensor x = rand_tensor({1, 3, 5, 5}, DType::Float32),
+         w = rand_tensor({4, 3, 3, 3}, DType::Float32);
+  expect_status(Status::ShapeMismatch,
+                [&] { call1("conv2d_max_pool2d", {x, w}, {{"stride", Ints{3, 3}}}); },
+                {"conv2d_max_pool2d", "1x1", "2x2"});
+  expect_status(Status::InvalidArgument,
+                [&] { call1("conv2d_max_pool2d", {x, w}, {{"activation", std::string("gelu")}}); },
+                {"conv2d_max_pool2d", "gelu", "none or relu"});
+}

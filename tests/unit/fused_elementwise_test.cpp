@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstring>
 
 #include "compile_test_util.h"
@@ -305,6 +308,118 @@ TEST(FusedEpilogue, ConvolutionRunsItsChainAsItStoresEachBlock) {
     ThreadPool pool(2);
     EXPECT_EQ(producer_kernels(load(s, 1, pool)->program()), 1);
   }
+}
+
+// A lone relu after a producer runs in the producer's registers (the direct
+// convolution's stores) or as the GEMM's own relu epilogue (im2col at stride
+// 2, a batched matmul): bit for bit the relu kernel's results, NaN and -0
+// included. Half the weights are negative and the bias -0, so images of
+// zeros give -0 sums; a NaN in the input spreads to its neighbours.
+TEST(FusedEpilogue, ALoneReluRunsInTheProducersRegisters) {
+  Tensor w = named(rand_tensor({8, 3, 3, 3}, DType::Float32, 21), "w");
+  Tensor b = named(Tensor::empty({8}, DType::Float32), "b");
+  for (int64_t o = 0; o < 8; ++o) {
+    b.data<float>()[o] = -0.0f;
+    for (int64_t i = 0; i < 27; ++i)
+      if (o % 2 == 0) w.data<float>()[o * 27 + i] = -std::abs(w.data<float>()[o * 27 + i]);
+  }
+  Tensor x = named(rand_tensor({2, 3, 10, 12}, DType::Float32, 22), "x");
+  float* xd = x.data<float>();
+  for (int64_t i = 0; i < 120; ++i) xd[i] = 0.0f;  // the first channel of image 0
+  xd[200] = std::nanf("");
+  auto relu_kernels = [](const Program& p) {
+    int n = 0;
+    for (const KernelPlan& k : p.kernels())
+      n += k.fused && k.fused->in_registers() == ops::Activation::Relu;
+    return n;
+  };
+  for (int64_t stride : {1, 2}) {
+    SCOPED_TRACE(stride);
+    GraphSpec s = inference(
+        [w, b, stride](auto in) -> std::vector<Tensor> {
+          return {call1("relu", {call1("conv2d", {in[0], w, b},
+                                       {{"padding", Ints{1}}, {"stride", Ints{stride}}})})};
+        },
+        {x});
+    expect_same_as_unfused(s, 1);
+    ThreadPool pool(2);
+    EXPECT_EQ(relu_kernels(load(s, 1, pool)->program()), 1);
+  }
+  Tensor a = named(rand_tensor({3, 20, 33}, DType::Float32, 23), "a");
+  a.data<float>()[40] = std::nanf("");
+  Tensor m = named(rand_tensor({3, 33, 40}, DType::Float32, 24), "m");
+  GraphSpec s = inference(
+      [](auto in) -> std::vector<Tensor> {
+        return {call1("relu", {call1("matmul", {in[0], in[1]})})};
+      },
+      {a, m});
+  expect_same_as_unfused(s, 1);
+  ThreadPool pool(2);
+  EXPECT_EQ(relu_kernels(load(s, 1, pool)->program()), 1);
+  // A longer chain is not a lone relu: it runs as the tail.
+  EXPECT_EQ(relu_kernels(load(conv_chain(1), 1, pool)->program()), 0);
+}
+
+// conv2d -> relu -> 2x2 max pooling (stride 2), and conv2d -> pooling, in
+// inference: one conv2d_max_pool2d kernel, bit for bit the unfused ops'
+// results (a NaN in the input, odd output sizes whose last row and column
+// no window covers). Other poolings, and training (whose backward reads the
+// relu's and the convolution's results), keep the ops apart.
+TEST(FusedEpilogue, ConvolutionReluAndTwoByTwoPoolingBecomeOneKernel) {
+  Tensor w = named(rand_tensor({20, 3, 3, 3}, DType::Float32, 31), "w");
+  Tensor b = named(rand_tensor({20}, DType::Float32, 32), "b");
+  Tensor x = named(rand_tensor({3, 3, 9, 11}, DType::Float32, 33), "x");
+  x.data<float>()[50] = std::nanf("");
+  auto kernels_of = [](const Program& p, std::string_view op) {
+    int n = 0;
+    for (const KernelPlan& k : p.kernels())
+      for (const OpStep& st : k.steps) n += st.op->name == op;
+    return n;
+  };
+  struct Case {
+    bool relu;
+    Attrs pool;
+    bool fused;
+  };
+  const Case cases[] = {
+      {true, {{"kernel_size", Ints{2, 2}}}, true},
+      {false, {{"kernel_size", Ints{2}}, {"stride", Ints{2, 2}}}, true},
+      {true, {{"kernel_size", Ints{3, 3}}}, false},
+      {true, {{"kernel_size", Ints{2, 2}}, {"stride", Ints{1, 1}}}, false},
+      {true, {{"kernel_size", Ints{2, 2}}, {"ceil_mode", true}}, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("relu {} fused {}", c.relu, c.fused));
+    GraphSpec s = inference(
+        [&](auto in) -> std::vector<Tensor> {
+          Tensor y = call1("conv2d", {in[0], w, b}, {{"padding", Ints{1}}});
+          if (c.relu) y = call1("relu", {y});
+          return {call1("max_pool2d", {y}, c.pool)};
+        },
+        {x});
+    // A relu the pooling does not take runs in the convolution's registers.
+    expect_same_as_unfused(s, c.fused || !c.relu ? 0 : 1);
+    ThreadPool pool(2);
+    auto rt = load(s, 1, pool);
+    EXPECT_EQ(kernels_of(rt->program(), "conv2d_max_pool2d"), c.fused ? 1 : 0);
+    EXPECT_EQ(kernels_of(rt->program(), "max_pool2d"), c.fused ? 0 : 1);
+  }
+  // Training: the same layer under SGD keeps its three ops.
+  Tensor wt = named(rand_tensor({20, 3, 3, 3}, DType::Float32, 34), "wt", true);
+  int fused = -1, pools = -1;
+  sgd_step(
+      x, wt,
+      [wt, b](const Tensor& in) {
+        Tensor y = call1("relu", {call1("conv2d", {in, wt, b}, {{"padding", Ints{1}}})});
+        return call1("mean", {call1("max_pool2d", {y}, {{"kernel_size", Ints{2, 2}}})});
+      },
+      1,
+      [&](const Program& p) {
+        fused = kernels_of(p, "conv2d_max_pool2d");
+        pools = kernels_of(p, "max_pool2d");
+      });
+  EXPECT_EQ(fused, 0);
+  EXPECT_EQ(pools, 1);
 }
 
 // linear -> tanh (folded into the GEMM's own epilogue) -> add(residual) ->

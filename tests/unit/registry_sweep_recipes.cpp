@@ -350,6 +350,12 @@ std::map<std::string, Recipes> build_recipes() {
   r["addmm"].push_back(
       with({uniform({4}), uniform({2, 3}), uniform({3, 4})}, {{"beta", 0.5}, {"alpha", 2.0}}));
   r["conv2d"].push_back(with({uniform({1, 2, 5, 5}), uniform({4, 1, 3, 3}), uniform({4})}, kConv));
+  // The direct kernel's case (stride 1, one group) and im2col's (kConv).
+  r["conv2d_max_pool2d"].push_back(
+      with({uniform({2, 2, 6, 7}), uniform({5, 2, 3, 3}), uniform({5})},
+           {{"padding", Ints{1, 1}}, {"activation", std::string("relu")}}));
+  r["conv2d_max_pool2d"].push_back(
+      with({uniform({1, 2, 9, 9}), uniform({4, 1, 3, 3})}, kConv));
   r["conv2d_backward_input"].push_back(with({uniform({1, 4, 3, 3}), uniform({4, 1, 3, 3})},
                                             merged(kConv, {{"input_size", Ints{1, 2, 5, 5}}})));
   r["conv2d_backward_weight"].push_back(with({uniform({1, 4, 3, 3}), uniform({1, 2, 5, 5})},

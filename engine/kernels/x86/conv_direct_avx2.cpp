@@ -19,6 +19,14 @@ struct ConvVec256 {
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  // a > b ? a : b, so b where either is NaN.
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  // 2x2 max pooling's rule: `later` where it is larger or NaN, else `earlier`.
+  static V pick(V earlier, V later) {
+    const V take = _mm256_or_ps(_mm256_cmp_ps(later, earlier, _CMP_GT_OQ),
+                                _mm256_cmp_ps(later, later, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(earlier, later, take);
+  }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // The first n (1 to 7) lanes; nothing past them is read or written.
   static __m256i first(int64_t n) {

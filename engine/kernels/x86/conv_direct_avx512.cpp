@@ -18,6 +18,14 @@ struct ConvVec512 {
   static V loadu(const float* p) { return _mm512_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  // a > b ? a : b, so b where either is NaN.
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  // 2x2 max pooling's rule: `later` where it is larger or NaN, else `earlier`.
+  static V pick(V earlier, V later) {
+    const __mmask16 take = _mm512_cmp_ps_mask(later, earlier, _CMP_GT_OQ) |
+                           _mm512_cmp_ps_mask(later, later, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(take, earlier, later);
+  }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   // The first n (1 to 15) lanes; nothing past them is read or written.
   static __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }

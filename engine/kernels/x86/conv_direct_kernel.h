@@ -23,12 +23,24 @@ struct DirectConv {
   static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
   static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-  // dst[0, n) = src[0, n) + b; the tail masked, so nothing past dst + n is
-  // written (the output rows are as short as 1 float).
-  static void store_row(float* dst, const float* src, int64_t n, V b) {
+  // An output value: the sum plus the bias, then the relu where the output's
+  // tail is one (DirectConvImage::relu): max(0, y) is y < 0 ? 0 : y, NaN and
+  // -0 kept, as the registry's relu.
+  static V finish(V sum, V b, bool relu) {
+    const V y = Vec::add(sum, b);
+    return relu ? Vec::max(Vec::zero(), y) : y;
+  }
+  static float finish(float sum, float b, bool relu) {
+    const float y = sum + b;
+    return relu && y < 0.0f ? 0.0f : y;
+  }
+
+  // dst[0, n) = finish(src[0, n) + b); the tail masked, so nothing past dst
+  // + n is written (the output rows are as short as 1 float).
+  static void store_row(float* dst, const float* src, int64_t n, V b, bool relu) {
     int64_t k = 0;
-    for (; k + kLanes <= n; k += kLanes) Vec::storeu(dst + k, Vec::add(Vec::loadu(src + k), b));
-    if (k < n) Vec::storeu_n(dst + k, Vec::add(Vec::loadu_n(src + k, n - k), b), n - k);
+    for (; k + kLanes <= n; k += kLanes) Vec::storeu(dst + k, finish(Vec::loadu(src + k), b, relu));
+    if (k < n) Vec::storeu_n(dst + k, finish(Vec::loadu_n(src + k, n - k), b, relu), n - k);
   }
 
   // `rows` rows of `len` floats from src (rows src_pitch apart) to dst (rows
@@ -90,9 +102,9 @@ struct DirectConv {
         for (int v = 0; v < PV; ++v) {
           const int64_t n = plane - q0 - v * kLanes;
           if (n >= kLanes)
-            Vec::storeu(dst + v * kLanes, Vec::add(acc[o][v], b));
+            Vec::storeu(dst + v * kLanes, finish(acc[o][v], b, a.relu));
           else if (n > 0)
-            Vec::storeu_n(dst + v * kLanes, Vec::add(acc[o][v], b), n);
+            Vec::storeu_n(dst + v * kLanes, finish(acc[o][v], b, a.relu), n);
         }
       }
       return;
@@ -125,7 +137,7 @@ struct DirectConv {
       const float* src = a.staged + (oc - a.block_begin * OB) * staged_plane;
       const V b = Vec::set1(a.bias ? a.bias[oc] : 0.0f);
       for (int64_t oh = 0; oh < a.out_h; ++oh)
-        store_row(a.out + oc * plane + oh * a.out_w, src + oh * a.pitch, a.out_w, b);
+        store_row(a.out + oc * plane + oh * a.out_w, src + oh * a.pitch, a.out_w, b, a.relu);
     }
   }
 
@@ -203,10 +215,10 @@ struct DirectConv {
       for (int v = 0; v < CV; ++v) Vec::storeu(stage + p * cb + v * kLanes, acc[p][v]);
   }
 
-  // out[o][q] = stage[q][o] + bias[o] for the first n of the cb channels,
-  // q < pixels; out's planes are pixels floats apart.
+  // out[o][q] = finish(stage[q][o] + bias[o]) for the first n of the cb
+  // channels, q < pixels; out's planes are pixels floats apart.
   static void transpose_out(const float* stage, int64_t cb, int64_t pixels, int64_t n,
-                            const float* bias, float* out) {
+                            const float* bias, bool relu, float* out) {
     for (int64_t o0 = 0; o0 < n; o0 += kLanes) {
       const int64_t rows = min64(kLanes, n - o0);
       int64_t q = 0;
@@ -217,17 +229,58 @@ struct DirectConv {
         Vec::transpose(r);
         for (int64_t o = 0; o < rows; ++o)
           Vec::storeu(out + (o0 + o) * pixels + q,
-                      Vec::add(r[o], Vec::set1(bias ? bias[o0 + o] : 0.0f)));
+                      finish(r[o], Vec::set1(bias ? bias[o0 + o] : 0.0f), relu));
       }
       for (; q < pixels; ++q)
         for (int64_t o = 0; o < rows; ++o)
-          out[(o0 + o) * pixels + q] = stage[q * cb + o0 + o] + (bias ? bias[o0 + o] : 0.0f);
+          out[(o0 + o) * pixels + q] =
+              finish(stage[q * cb + o0 + o], bias ? bias[o0 + o] : 0.0f, relu);
+    }
+  }
+
+  // out[o][w] = the 2x2 max pooling, stride 2, of finish(stage[q][o] +
+  // bias[o]) over the out_h x out_w pixels q, for the first n of the cb
+  // channels: window w's four values in window order, picked as
+  // max_pool_2x2 picks them (its first maximum, its last NaN). out's planes
+  // are (out_h / 2) * (out_w / 2) floats apart. The windows are pooled on
+  // the pixel-major rows, channels in the lanes, and only the pooled pixels
+  // are transposed: a quarter of transpose_out's shuffles.
+  static void transpose_pooled(const float* stage, int64_t cb, int64_t out_h, int64_t out_w,
+                               int64_t n, const float* bias, bool relu, float* out) {
+    const int64_t pw = out_w / 2, pooled = out_h / 2 * pw;
+    for (int64_t o0 = 0; o0 < n; o0 += kLanes) {
+      const int64_t rows = min64(kLanes, n - o0);
+      const V b = !bias ? Vec::zero()
+                  : rows == kLanes ? Vec::loadu(bias + o0)
+                                   : Vec::loadu_n(bias + o0, rows);
+      // The pick of a window row's two values, from s.
+      auto pair = [&](const float* s) {
+        return Vec::pick(finish(Vec::loadu(s), b, relu), finish(Vec::loadu(s + cb), b, relu));
+      };
+      auto window = [&](int64_t w) {
+        const float* s = stage + ((w / pw) * 2 * out_w + (w % pw) * 2) * cb + o0;
+        return Vec::pick(pair(s), pair(s + out_w * cb));
+      };
+      int64_t w = 0;
+      for (; w + kLanes <= pooled; w += kLanes) {
+        V r[kLanes];
+#pragma GCC unroll 16
+        for (int i = 0; i < kLanes; ++i) r[i] = window(w + i);
+        Vec::transpose(r);
+        for (int64_t o = 0; o < rows; ++o) Vec::storeu(out + (o0 + o) * pooled + w, r[o]);
+      }
+      for (; w < pooled; ++w) {
+        float v[kLanes];
+        Vec::storeu(v, window(w));
+        for (int64_t o = 0; o < rows; ++o) out[(o0 + o) * pooled + w] = v[o];
+      }
     }
   }
 
   // The channel-lanes image: per channel block, every pixel block, then the
   // staged pixel-major block transposed to the channel planes with the
-  // bias. In the column copies (pitch == out_w) a block is any run of
+  // bias (or pooled: DirectConvImage::pool). In the column copies (pitch ==
+  // out_w) a block is any run of
   // pixels, in the padded planes a run within an output row; the last one
   // moves back over the others, recomputing a few, so one instantiation
   // serves any image of at least P pixels (P columns).
@@ -252,8 +305,12 @@ struct DirectConv {
                              i_lo, i_hi, col);
         }
       const int64_t oc0 = blk * cb, n = min64(cb, a.out_channels - oc0);
-      transpose_out(a.staged, cb, pixels, n, a.bias ? a.bias + oc0 : nullptr,
-                    a.out + oc0 * pixels);
+      const float* bias = a.bias ? a.bias + oc0 : nullptr;
+      if (a.pool)
+        transpose_pooled(a.staged, cb, a.out_h, a.out_w, n, bias, a.relu,
+                         a.out + oc0 * (a.out_h / 2) * (a.out_w / 2));
+      else
+        transpose_out(a.staged, cb, pixels, n, bias, a.relu, a.out + oc0 * pixels);
     }
   }
 
