@@ -1,5 +1,6 @@
 // End-to-end: the models of e2e_models.h compiled to PEFs and run on the
-// runtime with a pool of 2 threads, as an application runs them: a training
+// runtime with a pool of 2 threads (--threads=N for another count), as an
+// application runs them: a training
 // step is run() of the whole schedule (FWD, BCKWD, OPT) with the image and
 // label batch bound, returning loss and logits; inference is run() of FWD
 // with the image bound, returning the logits.
@@ -20,8 +21,9 @@
 //   plan_lower_MiB     the plan's lower bound (persistent bytes + the largest
 //                      live set of intermediates)
 //
-//   e2e_bench [Google Benchmark flags]
-//   e2e_bench --kernel_profile=FILE.json [--kernel_profile_steps=N] [--kernel_profile_filter=S]
+//   e2e_bench [--threads=N] [Google Benchmark flags]
+//   e2e_bench [--threads=N] --kernel_profile=FILE.json [--kernel_profile_steps=N]
+//             [--kernel_profile_filter=S]
 // The second form runs each workload (whose key contains S) N steps
 // (default 100) under the
 // profiler instead and writes, per workload, the time per step of every
@@ -37,6 +39,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -57,7 +60,20 @@ using namespace samba;
 using samba::bench::DigitsConvNet;
 using samba::bench::ResFFNLogReg;
 
-constexpr int kThreads = 2;
+// The pool's threads (--threads).
+int g_threads = 2;
+
+// A positive count from flag `name`'s value, or -1 with a message.
+int positive_flag(const std::string& name, const std::string& value) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < 1) {
+    std::fprintf(stderr, "e2e_bench: --%s=%s: expected a positive integer\n", name.c_str(),
+                 value.c_str());
+    return -1;
+  }
+  return v;
+}
 
 double process_cpu_seconds() {
   timespec t;
@@ -164,7 +180,7 @@ void BM_Step(benchmark::State& state, const std::string& key) {
   malloc_trim(0);
   const int64_t rss0 = status_kib("VmRSS");
   const bool peak_tracked = reset_peak_rss() && rss0 >= 0;
-  ThreadPool pool(kThreads);
+  ThreadPool pool(g_threads);
   runtime::Runtime rt(w.desc, pool, nullptr);
   const runtime::RunRequest r = step_request(w);
   // Loading holds the PEF's decoded values and the parameters' pages of the
@@ -209,7 +225,7 @@ const std::vector<std::string>& workload_keys() {
 
 nlohmann::json kernel_profile(const std::string& key, int steps, double memcpy_bytes_per_s) {
   const Workload& w = workload(key);
-  ThreadPool pool(kThreads);
+  ThreadPool pool(g_threads);
   Profiler profiler;
   runtime::Runtime rt(w.desc, pool, &profiler);
   const runtime::RunRequest r = step_request(w);
@@ -306,14 +322,17 @@ int main(int argc, char** argv) {
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a.rfind("--kernel_profile=", 0) == 0)
+    if (a.rfind("--kernel_profile=", 0) == 0) {
       profile_path = a.substr(17);
-    else if (a.rfind("--kernel_profile_steps=", 0) == 0)
-      profile_steps = std::max(1, std::stoi(a.substr(23)));
-    else if (a.rfind("--kernel_profile_filter=", 0) == 0)
+    } else if (a.rfind("--kernel_profile_steps=", 0) == 0) {
+      if ((profile_steps = positive_flag("kernel_profile_steps", a.substr(23))) < 0) return 2;
+    } else if (a.rfind("--threads=", 0) == 0) {
+      if ((g_threads = positive_flag("threads", a.substr(10))) < 0) return 2;
+    } else if (a.rfind("--kernel_profile_filter=", 0) == 0) {
       profile_filter = a.substr(24);
-    else
+    } else {
       rest.push_back(argv[i]);
+    }
   }
   if (!profile_path.empty())
     return write_kernel_profiles(profile_path, profile_steps, profile_filter);
