@@ -1,8 +1,8 @@
-#include <algorithm>
 #include <unordered_set>
 
 #include "compiler/passes/passes.h"
 #include "engine/core/error.h"
+#include "engine/kernels/conv_geometry.h"
 #include "engine/kernels/gemm.h"
 
 namespace samba::compiler {
@@ -243,22 +243,15 @@ Graph fold_activations_into_linears(Graph g) {
   return g;
 }
 
-// `v` lists one value, or two equal ones, all `want` (an attribute given
-// once for both dims, or per dim).
-bool both_dims(const std::vector<int64_t>& v, int64_t want) {
-  return (v.size() == 1 || v.size() == 2) && std::all_of(v.begin(), v.end(), [&](int64_t x) {
-           return x == want;
-         });
-}
-
 // max_pool2d over 2x2 windows with stride 2, no padding, dilation or ceil
-// mode: the pooling conv2d_max_pool2d does.
+// mode: the pooling conv2d_max_pool2d does. The attributes are read as the
+// op reads them (one value for both dims, an empty stride the kernel's).
 bool pools_2x2(const Node& n) {
   if (n.op->name != "max_pool2d") return false;
-  const Attrs& a = n.attrs;
-  return both_dims(a.ints("kernel_size"), 2) &&
-         (a.ints("stride").empty() || both_dims(a.ints("stride"), 2)) &&
-         both_dims(a.ints("padding"), 0) && both_dims(a.ints("dilation"), 1) && !a.b("ceil_mode");
+  const ops::PoolParams p = ops::pool_params(n.attrs, n.op->name, true);
+  auto both = [](ops::HW v, int64_t want) { return v.h == want && v.w == want; };
+  return both(p.kernel, 2) && both(p.stride, 2) && both(p.padding, 0) && both(p.dilation, 1) &&
+         !p.ceil_mode;
 }
 
 // max_pool2d(conv2d(x)) and max_pool2d(relu(conv2d(x))), each value read by
