@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/kernels/gemm.h"
 
 namespace samba::ops::attention {
@@ -78,20 +79,24 @@ void forward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T
   }
   const int64_t blocks = (g.rows + kQueryBlock - 1) / kQueryBlock;
   parallel_for(g.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<T> s(kQueryBlock * kKeyBlock), acc(kQueryBlock * g.vdim);
-    std::vector<T> row_max(kQueryBlock), row_sum(kQueryBlock);
+    ScratchFrame frame;
+    const auto acc_size = static_cast<size_t>(kQueryBlock * g.vdim);
+    T* s = frame.get<T>(0, kQueryBlock * kKeyBlock);
+    T* acc = frame.get<T>(1, acc_size);
+    T* row_max = frame.get<T>(2, kQueryBlock);
+    T* row_sum = frame.get<T>(3, kQueryBlock);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / blocks, i0 = (t % blocks) * kQueryBlock;
       const int64_t rows = std::min(kQueryBlock, g.rows - i0);
-      std::fill(acc.begin(), acc.end(), T(0));
-      std::fill(row_max.begin(), row_max.end(), kMinusInf<T>);
-      std::fill(row_sum.begin(), row_sum.end(), T(0));
+      std::fill_n(acc, acc_size, T(0));
+      std::fill_n(row_max, kQueryBlock, kMinusInf<T>);
+      std::fill_n(row_sum, kQueryBlock, T(0));
       const int64_t end = attended_keys(g, i0, rows);
       for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, end - j0);
-        scores(g, q, k, mask, b, i0, rows, j0, cols, s.data());
+        scores(g, q, k, mask, b, i0, rows, j0, cols, s);
         for (int64_t r = 0; r < rows; ++r) {
-          auto sr = row(s.data() + r * kKeyBlock, cols);
+          auto sr = row(s + r * kKeyBlock, cols);
           const T new_max = std::max(row_max[r], sr.maxCoeff());
           if (new_max == kMinusInf<T>) {  // no key of this row attended so far
             sr.setZero();
@@ -102,10 +107,10 @@ void forward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T
           const T correction = std::exp(row_max[r] - new_max);
           row_sum[r] = row_sum[r] * correction + sr.sum();
           row_max[r] = new_max;
-          if (correction != T(1)) row(acc.data() + r * g.vdim, g.vdim) *= correction;
+          if (correction != T(1)) row(acc + r * g.vdim, g.vdim) *= correction;
         }
-        product<T>(rows, g.vdim, cols, {s.data(), kKeyBlock, false},
-                   {v + (b * g.keys + j0) * g.vdim, g.vdim, false}, acc.data(), g.vdim, T(1),
+        product<T>(rows, g.vdim, cols, {s, kKeyBlock, false},
+                   {v + (b * g.keys + j0) * g.vdim, g.vdim, false}, acc, g.vdim, T(1),
                    T(1));
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -122,7 +127,10 @@ template <typename T>
 void backward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<T>& mask,
               const T* out, const T* lse, const T* dout, const T* dlse, T* dq, T* dk, T* dv) {
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> p(kQueryBlock * kKeyBlock), dp(kQueryBlock * kKeyBlock), delta(g.rows);
+    ScratchFrame frame;
+    T* p = frame.get<T>(0, kQueryBlock * kKeyBlock);
+    T* dp = frame.get<T>(1, kQueryBlock * kKeyBlock);
+    T* delta = frame.get<T>(2, static_cast<size_t>(g.rows));
     for (int64_t b = b0; b < b1; ++b) {
       // delta_i = dout_i · out_i - dlse_i: the row term of the softmax gradient.
       for (int64_t i = 0; i < g.rows; ++i) {
@@ -141,22 +149,22 @@ void backward(const Geometry& g, const T* q, const T* k, const T* v, const Mask<
         const int64_t end = attended_keys(g, i0, rows);
         for (int64_t j0 = 0; j0 < end; j0 += kKeyBlock) {
           const int64_t cols = std::min(kKeyBlock, end - j0), kj = b * g.keys + j0;
-          scores(g, q, k, mask, b, i0, rows, j0, cols, p.data());
+          scores(g, q, k, mask, b, i0, rows, j0, cols, p);
           for (int64_t r = 0; r < rows; ++r) {
-            auto pr = row(p.data() + r * kKeyBlock, cols);
+            auto pr = row(p + r * kKeyBlock, cols);
             pr = (pr - lse[qi + r]).exp();
           }
-          product<T>(cols, g.vdim, rows, {p.data(), kKeyBlock, true},
+          product<T>(cols, g.vdim, rows, {p, kKeyBlock, true},
                      {dout + qi * g.vdim, g.vdim, false}, dv + kj * g.vdim, g.vdim, T(1), T(1));
           product<T>(rows, cols, g.vdim, {dout + qi * g.vdim, g.vdim, false},
-                     {v + kj * g.vdim, g.vdim, true}, dp.data(), kKeyBlock, T(1), T(0));
+                     {v + kj * g.vdim, g.vdim, true}, dp, kKeyBlock, T(1), T(0));
           for (int64_t r = 0; r < rows; ++r) {
-            auto dr = row(dp.data() + r * kKeyBlock, cols);
-            dr = row(p.data() + r * kKeyBlock, cols) * (dr - delta[i0 + r]);
+            auto dr = row(dp + r * kKeyBlock, cols);
+            dr = row(p + r * kKeyBlock, cols) * (dr - delta[i0 + r]);
           }
-          product<T>(rows, g.dim, cols, {dp.data(), kKeyBlock, false},
+          product<T>(rows, g.dim, cols, {dp, kKeyBlock, false},
                      {k + kj * g.dim, g.dim, false}, dq + qi * g.dim, g.dim, scale, T(1));
-          product<T>(cols, g.dim, rows, {dp.data(), kKeyBlock, true},
+          product<T>(cols, g.dim, rows, {dp, kKeyBlock, true},
                      {q + qi * g.dim, g.dim, false}, dk + kj * g.dim, g.dim, scale, T(1));
         }
       }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/kernels/max_pool_2x2.h"
 
 namespace samba::ops {
@@ -187,13 +188,16 @@ std::optional<DirectPlan> choose_plan(const ConvDirectKernels& k, DirectProblem 
 }
 
 // The weight in the kernel's layout: blocks of `block` output channels, each
-// (in_channels, kernel_h, kernel_w, block), zeros past out_channels.
-// weight_at(o, c, i, j) reads the convolution's weight.
+// (in_channels, kernel_h, kernel_w, block), zeros past out_channels, into
+// the frame's slot 0. weight_at(o, c, i, j) reads the convolution's weight.
 template <typename WeightAt>
-std::vector<float> pack_weight(const DirectProblem& p, int64_t block, WeightAt weight_at) {
+const float* pack_weight(ScratchFrame& frame, const DirectProblem& p, int64_t block,
+                         WeightAt weight_at) {
   const int64_t blocks = ceil_div(p.out_channels, block);
-  std::vector<float> packed(static_cast<size_t>(blocks * p.in_channels * p.taps() * block), 0.0f);
-  float* dst = packed.data();
+  const auto floats = static_cast<size_t>(blocks * p.in_channels * p.taps() * block);
+  float* packed = frame.get<float>(0, floats);
+  std::fill_n(packed, floats, 0.0f);
+  float* dst = packed;
   for (int64_t blk = 0; blk < blocks; ++blk)
     for (int64_t c = 0; c < p.in_channels; ++c)
       for (int64_t i = 0; i < p.kernel_h; ++i)
@@ -341,15 +345,16 @@ bool unit_stride(const ConvGeometry& g) {
 namespace {
 
 // conv2d's forward with the direct kernel: the level's kernels, the plan and
-// the weight packed for its blocks; nothing where the kernel does not apply.
+// the weight packed for its blocks (in the frame's buffer); nothing where the
+// kernel does not apply.
 struct ForwardPlan {
   const ConvDirectKernels* k;
   DirectPlan plan;
-  std::vector<float> packed;
+  const float* packed;
 };
 
-std::optional<ForwardPlan> forward_plan(const ConvGeometry& g, const float* weight,
-                                        DirectLayout layout) {
+std::optional<ForwardPlan> forward_plan(ScratchFrame& frame, const ConvGeometry& g,
+                                        const float* weight, DirectLayout layout) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
   if (!k || !unit_stride(g)) return std::nullopt;
   DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
@@ -357,7 +362,7 @@ std::optional<ForwardPlan> forward_plan(const ConvGeometry& g, const float* weig
   const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
   if (!plan) return std::nullopt;
   return ForwardPlan{k, *plan,
-                     pack_weight(p, k->blocks[plan->block].channels,
+                     pack_weight(frame, p, k->blocks[plan->block].channels,
                                  [&](int64_t o, int64_t c, int64_t i, int64_t j) {
                                    return weight[((o * g.in_channels + c) * g.kernel_h + i) *
                                                      g.kernel_w +
@@ -370,21 +375,23 @@ std::optional<ForwardPlan> forward_plan(const ConvGeometry& g, const float* weig
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
                            const float* bias, float* out, DirectLayout layout,
                            OutputTail* tail) {
-  const std::optional<ForwardPlan> f = forward_plan(g, weight, layout);
+  ScratchFrame frame;
+  const std::optional<ForwardPlan> f = forward_plan(frame, g, weight, layout);
   if (!f) return false;
   if (tail) tail->applied = true;
   // A tail that is a relu runs in the kernel's registers as it stores.
   const bool relu = tail && tail->in_registers == Activation::Relu;
-  run_direct(*f->k, f->plan, f->packed.data(), x, bias, out, tail, relu, false);
+  run_direct(*f->k, f->plan, f->packed, x, bias, out, tail, relu, false);
   return true;
 }
 
 bool conv2d_direct_pool_forward(const ConvGeometry& g, const float* x, const float* weight,
                                 const float* bias, bool relu, float* out, DirectLayout layout) {
   if (g.out_h < 2 || g.out_w < 2) return false;
-  const std::optional<ForwardPlan> f = forward_plan(g, weight, layout);
+  ScratchFrame frame;
+  const std::optional<ForwardPlan> f = forward_plan(frame, g, weight, layout);
   if (!f) return false;
-  run_direct(*f->k, f->plan, f->packed.data(), x, bias, out, nullptr, relu, true);
+  run_direct(*f->k, f->plan, f->packed, x, bias, out, nullptr, relu, true);
   return true;
 }
 
@@ -397,11 +404,12 @@ bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const f
   p.column_copies = true;  // every weight row is then one contiguous run of output pixels
   if (!suits_direct(p)) return false;
   const int64_t rows = p.in_channels * p.taps(), pixels = p.out_h * p.out_w;
-  std::vector<int64_t> row_offsets;
-  for (int64_t c = 0; c < p.in_channels; ++c)
+  ScratchFrame frame;
+  int64_t* row_offsets = frame.get<int64_t>(0, static_cast<size_t>(rows));
+  for (int64_t c = 0, r = 0; c < p.in_channels; ++c)
     for (int64_t i = 0; i < p.kernel_h; ++i)
       for (int64_t j = 0; j < p.kernel_w; ++j)
-        row_offsets.push_back(c * p.channel_step() + i * p.pitch() + j * p.column_step());
+        row_offsets[r++] = c * p.channel_step() + i * p.pitch() + j * p.column_step();
   // Images go through in runs whose copies and gradients stay in L2; parts
   // of the batch accumulate into their own sums, added in a fixed order so
   // results do not depend on scheduling.
@@ -411,11 +419,13 @@ bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const f
   const int64_t flops = 2 * weight_floats * pixels * p.batch;
   const int64_t parts = std::clamp<int64_t>(std::min(flops / kTaskFlops, p.batch), 1,
                                             2 * static_cast<int64_t>(current_pool().threads()));
-  std::vector<float> partial(static_cast<size_t>((parts - 1) * weight_floats), 0.0f);
+  // Each part's sums start at zero (the kernel adds to dw).
+  float* partial = frame.get<float>(1, static_cast<size_t>((parts - 1) * weight_floats));
+  std::fill_n(partial, (parts - 1) * weight_floats, 0.0f);
   std::fill_n(grad_weight, weight_floats, 0.0f);
   parallel_for(parts, 1, [&](int64_t b, int64_t e) {
     for (int64_t part = b; part < e; ++part) {
-      float* dw = part == 0 ? grad_weight : partial.data() + (part - 1) * weight_floats;
+      float* dw = part == 0 ? grad_weight : partial + (part - 1) * weight_floats;
       const int64_t n_begin = p.batch * part / parts, n_end = p.batch * (part + 1) / parts;
       float* copies = scratch(0, run * image_floats);
       for (int64_t n0 = n_begin; n0 < n_end; n0 += run) {
@@ -427,7 +437,7 @@ bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const f
         a.input = copies;
         a.images = images;
         a.image_step = image_floats;
-        a.row_offsets = row_offsets.data();
+        a.row_offsets = row_offsets;
         a.rows = rows;
         a.grad = grad + n0 * grad_floats;
         a.out_channels = p.out_channels;
@@ -438,7 +448,7 @@ bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const f
     }
   });
   for (int64_t part = 1; part < parts; ++part) {
-    const float* src = partial.data() + (part - 1) * weight_floats;
+    const float* src = partial + (part - 1) * weight_floats;
     for (int64_t i = 0; i < weight_floats; ++i) grad_weight[i] += src[i];
   }
   return true;
@@ -459,11 +469,12 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
   const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
   if (!plan) return false;
   const int64_t kh = g.kernel_h, kw = g.kernel_w;
-  const std::vector<float> packed = pack_weight(
-      p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
+  ScratchFrame frame;
+  const float* packed = pack_weight(
+      frame, p, k->blocks[plan->block].channels, [&](int64_t c, int64_t o, int64_t i, int64_t j) {
         return weight[((o * g.in_channels + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
       });
-  run_direct(*k, *plan, packed.data(), grad, nullptr, grad_input, nullptr, false, false);
+  run_direct(*k, *plan, packed, grad, nullptr, grad_input, nullptr, false, false);
   return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/kernels/conv_depthwise.h"
 #include "engine/kernels/conv_direct.h"
 #include "engine/kernels/conv_dtype.h"
@@ -367,9 +368,10 @@ void weight_grad_impl(const ConvGeometry& g, const T* grad, const T* x, T* dw) {
       ceil_div(want, g.groups), 1, std::max<int64_t>(1, std::min(units, group_flops / kTaskFlops)));
   const int64_t wsize = Og * K;
   // Held across the parallel loop, during which this thread may run other
-  // kernels' tasks: a buffer of its own, not the thread's scratch.
-  std::vector<T> partial_buf(static_cast<size_t>((parts - 1) * g.groups * wsize));
-  T* partial = partial_buf.data();
+  // kernels' tasks: a frame's buffer, not the thread's scratch (each part
+  // zeroes its sums first).
+  ScratchFrame frame;
+  T* partial = frame.get<T>(0, static_cast<size_t>((parts - 1) * g.groups * wsize));
   parallel_for(g.groups * parts, chunk_grain(group_flops / parts), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t grp = t / parts, part = t % parts;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <unsupported/Eigen/SpecialFunctions>
 #include <vector>
@@ -76,21 +77,23 @@ const SgemmKernels& sgemm_kernels() {
 }
 
 namespace {
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
+constexpr std::align_val_t kPanelAlign{64};
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete(p, kPanelAlign); }
 };
 }  // namespace
 
 float* gemm_scratch(int which, size_t floats) {
   // Tasks never nest inside a tile, so a thread uses them for one tile at a time.
-  thread_local std::unique_ptr<float[], FreeDeleter> buf[3];
+  thread_local std::unique_ptr<float[], AlignedDelete> buf[3];
   thread_local size_t size[3] = {0, 0, 0};
-  floats = std::max<size_t>(floats, 16);  // never a zero-byte request (aligned_alloc may fail it)
+  floats = std::max<size_t>(floats, 16);
   if (size[which] < floats) {
-    buf[which].reset(
-        static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
-    SAMBA_CHECK(buf[which], Status::OutOfMemory, "GEMM: cannot allocate {} bytes of packing buffer",
+    // The old buffer stays until the new one exists: a failed growth keeps it.
+    void* p = ::operator new(floats * sizeof(float), kPanelAlign, std::nothrow);
+    SAMBA_CHECK(p, Status::OutOfMemory, "GEMM: cannot allocate {} bytes of packing buffer",
                 floats * sizeof(float));
+    buf[which].reset(static_cast<float*>(p));
     size[which] = floats;
   }
   return buf[which].get();

@@ -13,6 +13,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/core/strided.h"
 #include "engine/core/tensor.h"
 #include "engine/kernels/reduce_loops.h"
@@ -98,13 +99,23 @@ inline Tensor class_indices(const Tensor& target, const ClassLayout& l, int64_t 
   return t;
 }
 
-// Per-class weights as compute type A; all ones when absent.
+// `count` elements of A in the frame's `slot` (scratch.h).
 template <typename A>
-std::vector<A> class_weights(const Tensor& weight, const ClassLayout& l) {
-  std::vector<A> w(l.c, A(1));
-  if (!weight.defined()) return w;
+std::span<A> scratch_span(ScratchFrame& frame, int slot, int64_t count) {
+  return {frame.get<A>(slot, static_cast<size_t>(count)), static_cast<size_t>(count)};
+}
+
+// Per-class weights as compute type A, in the frame's `slot`; all ones when absent.
+template <typename A>
+std::span<A> class_weights(ScratchFrame& frame, int slot, const Tensor& weight,
+                           const ClassLayout& l) {
+  std::span<A> w = scratch_span<A>(frame, slot, l.c);
+  if (!weight.defined()) {
+    std::fill(w.begin(), w.end(), A(1));
+    return w;
+  }
   Tensor wa = as_dtype(weight, dtype_of<A>()).contiguous();
-  std::copy(wa.data<A>(), wa.data<A>() + l.c, w.begin());
+  std::copy_n(wa.data<A>(), l.c, w.begin());
   return w;
 }
 
@@ -136,7 +147,7 @@ A row_logsumexp(const A* x, int64_t c, int64_t cs) {
 
 // Writes per-row values `v` reduced as `r` (mean divides by sum(denom)) into out.
 template <typename A>
-void reduce_rows_into(const Tensor& out, const std::vector<A>& v, const std::vector<A>& denom,
+void reduce_rows_into(const Tensor& out, std::span<const A> v, std::span<const A> denom,
                       Reduction r) {
   SAMBA_DISPATCH_FLOAT(out.dtype(), "loss", [&] {
     scalar_t* po = out.data<scalar_t>();
@@ -153,17 +164,22 @@ void reduce_rows_into(const Tensor& out, const std::vector<A>& v, const std::vec
 // The factor each row's gradient is scaled by: grad[row] (none), grad (sum)
 // or grad / sum(denom) (mean).
 template <typename A>
-std::vector<A> row_scales(const Tensor& grad, int64_t rows, const std::vector<A>& denom,
-                          Reduction r) {
+std::span<const A> row_scales(ScratchFrame& frame, int slot, const Tensor& grad, int64_t rows,
+                              std::span<const A> denom, Reduction r) {
   Tensor g = as_dtype(grad, dtype_of<A>()).contiguous();
   const A* pg = g.data<A>();
-  if (r == Reduction::None) return std::vector<A>(pg, pg + rows);
+  std::span<A> scale = scratch_span<A>(frame, slot, rows);
+  if (r == Reduction::None) {
+    std::copy_n(pg, rows, scale.begin());
+    return scale;
+  }
   double d = 1;
   if (r == Reduction::Mean) {
     d = 0;
     for (A v : denom) d += v;
   }
-  return std::vector<A>(rows, static_cast<A>(pg[0] / d));
+  std::fill(scale.begin(), scale.end(), static_cast<A>(pg[0] / d));
+  return scale;
 }
 
 inline Tensor optional_input(std::span<const Tensor> in, size_t i) {

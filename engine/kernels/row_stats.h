@@ -12,6 +12,7 @@
 #include "engine/core/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/core/strided.h"
 #include "engine/core/tensor.h"
 
@@ -138,13 +139,13 @@ inline int64_t rows_grain(int64_t len, int64_t cost = 1) {
 }
 
 // Sums per-row terms down the rows of a (rows x cols) layout into out[k][col]
-// for k < nacc (double accumulators). add_row(r, c0, c1, acc) adds row r's
+// for k < nacc (double accumulators; out holds nacc * cols). add_row(r, c0, c1, acc) adds row r's
 // terms of columns [c0, c1) to acc[k * cols + c]. Rows are cut into chunks
 // fixed by the sizes alone and partial sums are added in chunk order, so the
 // result does not depend on the number of threads.
 template <typename F>
-void column_sums(int64_t rows, int64_t cols, int nacc, F&& add_row, std::vector<double>& out) {
-  out.assign(static_cast<size_t>(nacc * cols), 0.0);
+void column_sums(int64_t rows, int64_t cols, int nacc, F&& add_row, double* out) {
+  std::fill_n(out, nacc * cols, 0.0);
   if (rows == 0 || cols == 0) return;
   // Column tiles keep a task's accumulators in cache; row chunks give
   // parallelism when there are few columns.
@@ -158,19 +159,22 @@ void column_sums(int64_t rows, int64_t cols, int nacc, F&& add_row, std::vector<
   chunks = std::min(chunks, rows);
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
-  std::vector<double> partial(chunks == 1 ? 0 : static_cast<size_t>(chunks * nacc * cols), 0.0);
+  ScratchFrame frame;
+  const int64_t partials = chunks == 1 ? 0 : chunks * nacc * cols;
+  double* partial = frame.get<double>(0, static_cast<size_t>(partials));
+  std::fill_n(partial, partials, 0.0);
   parallel_for(chunks * tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t / tiles, tile = t % tiles;
       const int64_t c0 = tile * kTile, c1 = std::min(cols, c0 + kTile);
-      double* acc = chunks == 1 ? out.data() : partial.data() + chunk * nacc * cols;
+      double* acc = chunks == 1 ? out : partial + chunk * nacc * cols;
       const int64_t r1 = std::min(rows, (chunk + 1) * rows_per_chunk);
       for (int64_t r = chunk * rows_per_chunk; r < r1; ++r) add_row(r, c0, c1, acc);
     }
   });
   if (chunks == 1) return;
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    const double* p = partial.data() + ch * nacc * cols;
+    const double* p = partial + ch * nacc * cols;
     for (int64_t i = 0; i < nacc * cols; ++i) out[i] += p[i];
   }
 }

@@ -52,14 +52,14 @@ std::vector<nn::Moments> channel_moments(const C* x, ChannelLayout l) {
   // Two sweeps down the rows (column sums, then squared deviations from the
   // column means), then the S columns of each channel are merged.
   const int64_t cols = l.channels * s;
-  std::vector<double> sum, m2;
+  std::vector<double> sum(cols), m2(cols);
   nn::column_sums(
       l.n, cols, 1,
       [&](int64_t r, int64_t c0, int64_t c1, double* acc) {
         const C* xr = x + r * cols;
         for (int64_t c = c0; c < c1; ++c) acc[c] += static_cast<double>(xr[c]);
       },
-      sum);
+      sum.data());
   const double inv_n = 1.0 / static_cast<double>(l.n);
   std::vector<C> col_mean(cols);
   for (int64_t c = 0; c < cols; ++c) col_mean[c] = static_cast<C>(sum[c] * inv_n);
@@ -72,7 +72,7 @@ std::vector<nn::Moments> channel_moments(const C* x, ChannelLayout l) {
           acc[c] += static_cast<double>(d * d);
         }
       },
-      m2);
+      m2.data());
   for (int64_t c = 0; c < cols; ++c)
     out[c / s].merge({static_cast<double>(l.n), static_cast<double>(col_mean[c]), m2[c]});
   return out;
@@ -104,7 +104,7 @@ void channel_grad_sums(const C* g, const C* x, const std::vector<double>& mean, 
   const int64_t cols = l.channels * s;
   std::vector<C> col_mean(cols);
   for (int64_t c = 0; c < cols; ++c) col_mean[c] = static_cast<C>(mean[c / s]);
-  std::vector<double> sums;
+  std::vector<double> sums(static_cast<size_t>(2 * cols));
   nn::column_sums(
       l.n, cols, 2,
       [&](int64_t r, int64_t c0, int64_t c1, double* acc) {
@@ -115,7 +115,7 @@ void channel_grad_sums(const C* g, const C* x, const std::vector<double>& mean, 
           acc[cols + c] += static_cast<double>(gr[c] * (xr[c] - col_mean[c]));
         }
       },
-      sums);
+      sums.data());
   for (int64_t c = 0; c < cols; ++c) {
     sum_g[c / s] += sums[c];
     sum_gx[c / s] += sums[cols + c];

@@ -29,9 +29,9 @@ struct CrossEntropyArgs {
 // Per-row cross entropy of input (compute type A): loss[row] and, for the
 // mean, the row's share of the divisor (its target's weight, or 1).
 template <typename A>
-void cross_entropy_rows(const Tensor& x, const Tensor& target, const std::vector<A>& w,
-                        const ClassLayout& l, const CrossEntropyArgs& args, std::vector<A>& loss,
-                        std::vector<A>& denom) {
+void cross_entropy_rows(const Tensor& x, const Tensor& target, std::span<const A> w,
+                        const ClassLayout& l, const CrossEntropyArgs& args, std::span<A> loss,
+                        std::span<A> denom) {
   const A* px = x.data<A>();
   const A eps = static_cast<A>(args.smoothing), C = static_cast<A>(l.c);
   A wsum = 0;
@@ -132,10 +132,12 @@ void register_cross_entropy(OpRegistry& r) {
           Tensor t = is_index_target(target)
                          ? class_indices(target, l, args.ignore_index, "cross_entropy")
                          : as_dtype(target, dtype_of<A>()).contiguous();
-          std::vector<A> loss(l.rows()), denom(l.rows());
-          cross_entropy_rows<A>(x, t, class_weights<A>(optional_input(c.inputs, 2), l), l, args,
-                                loss, denom);
-          reduce_rows_into(c.outputs[0], loss, denom, args.reduction);
+          ScratchFrame frame;
+          const std::span<A> w = class_weights<A>(frame, 0, optional_input(c.inputs, 2), l);
+          const std::span<A> loss = scratch_span<A>(frame, 1, l.rows());
+          const std::span<A> denom = scratch_span<A>(frame, 2, l.rows());
+          cross_entropy_rows<A>(x, t, w, l, args, loss, denom);
+          reduce_rows_into<A>(c.outputs[0], loss, denom, args.reduction);
         };
         if (input.dtype() == DType::Float64)
           go.template operator()<double>();
@@ -190,14 +192,17 @@ void register_cross_entropy(OpRegistry& r) {
           Tensor x = as_dtype(input, dtype_of<A>());
           Tensor t = index ? class_indices(target, l, args.ignore_index, op)
                            : as_dtype(target, dtype_of<A>()).contiguous();
-          std::vector<A> w = class_weights<A>(optional_input(c.inputs, 3), l);
-          std::vector<A> denom(l.rows(), A(1));
+          ScratchFrame frame;
+          const std::span<A> w = class_weights<A>(frame, 0, optional_input(c.inputs, 3), l);
+          const std::span<A> denom = scratch_span<A>(frame, 1, l.rows());
+          std::fill(denom.begin(), denom.end(), A(1));
           if (index) {
             const int64_t* pt = t.data<int64_t>();
             for (int64_t i = 0; i < l.rows(); ++i)
               denom[i] = pt[i] == args.ignore_index ? A(0) : w[pt[i]];
           }
-          std::vector<A> scale = row_scales<A>(c.inputs[0], l.rows(), denom, args.reduction);
+          const std::span<const A> scale =
+              row_scales<A>(frame, 2, c.inputs[0], l.rows(), denom, args.reduction);
           const A eps = static_cast<A>(args.smoothing), C = static_cast<A>(l.c);
           A wsum = 0;
           for (A v : w) wsum += v;
@@ -273,14 +278,16 @@ void register_nll_loss(OpRegistry& r) {
         auto go = [&]<typename A>() {
           Tensor x = as_dtype(input, dtype_of<A>());
           const A* px = x.data<A>();
-          std::vector<A> w = class_weights<A>(optional_input(c.inputs, 2), l);
-          std::vector<A> loss(l.rows()), denom(l.rows());
+          ScratchFrame frame;
+          const std::span<A> w = class_weights<A>(frame, 0, optional_input(c.inputs, 2), l);
+          const std::span<A> loss = scratch_span<A>(frame, 1, l.rows());
+          const std::span<A> denom = scratch_span<A>(frame, 2, l.rows());
           for (int64_t row = 0; row < l.rows(); ++row) {
             const bool skip = pt[row] == ignore;
             denom[row] = skip ? A(0) : w[pt[row]];
             loss[row] = skip ? A(0) : -denom[row] * px[l.row_offset(row) + pt[row] * l.s];
           }
-          reduce_rows_into(c.outputs[0], loss, denom, reduction_of(c.attrs, "nll_loss"));
+          reduce_rows_into<A>(c.outputs[0], loss, denom, reduction_of(c.attrs, "nll_loss"));
         };
         if (input.dtype() == DType::Float64)
           go.template operator()<double>();
@@ -316,11 +323,12 @@ void register_nll_loss(OpRegistry& r) {
         Tensor t = class_indices(c.inputs[2], l, ignore, "nll_loss_backward");
         const int64_t* pt = t.data<int64_t>();
         auto go = [&]<typename A>() {
-          std::vector<A> w = class_weights<A>(optional_input(c.inputs, 3), l);
-          std::vector<A> denom(l.rows());
+          ScratchFrame frame;
+          const std::span<A> w = class_weights<A>(frame, 0, optional_input(c.inputs, 3), l);
+          const std::span<A> denom = scratch_span<A>(frame, 1, l.rows());
           for (int64_t i = 0; i < l.rows(); ++i) denom[i] = pt[i] == ignore ? A(0) : w[pt[i]];
-          std::vector<A> scale =
-              row_scales<A>(c.inputs[0], l.rows(), denom, reduction_of(c.attrs, "nll_loss"));
+          const std::span<const A> scale = row_scales<A>(frame, 2, c.inputs[0], l.rows(), denom,
+                                                         reduction_of(c.attrs, "nll_loss"));
           const bool direct = c.outputs[0].dtype() == dtype_of<A>();
           Tensor ga = direct ? c.outputs[0] : Tensor::empty(input.shape(), dtype_of<A>());
           A* pg = ga.data<A>();

@@ -40,7 +40,7 @@ const C* data_or_null(const Tensor& t) {
 
 // Column sums of a backward op written to per-feature gradient outputs.
 template <typename C>
-void write_sums(const std::vector<double>& sums, int64_t which, int64_t len,
+void write_sums(const double* sums, int64_t which, int64_t len,
                 const nn::ComputeOutput& out) {
   C* p = out.data<C>();
   for (int64_t i = 0; i < len; ++i) p[i] = static_cast<C>(sums[which * len + i]);
@@ -95,8 +95,10 @@ void layer_norm_forward(const C* x, const C* w, const C* b, C* y, RowLayout l, d
 // xhat = (x - mean) * rstd; dw = sum over rows of g * xhat; db = sum of g.
 template <typename C>
 void layer_norm_backward(const C* g, const C* x, const C* w, C* dx, RowLayout l, double eps,
-                         std::vector<double>& sums) {
-  std::vector<C> means(l.rows), rstds(l.rows);
+                         double* sums) {
+  ScratchFrame frame;
+  C* means = frame.get<C>(0, static_cast<size_t>(l.rows));
+  C* rstds = frame.get<C>(1, static_cast<size_t>(l.rows));
   parallel_for(l.rows, nn::rows_grain(l.len, 3), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = x + r * l.len;
@@ -161,8 +163,9 @@ void rms_norm_forward(const C* x, const C* w, C* y, RowLayout l, double eps) {
 // dx = rstd * (gw - xhat * mean(gw * xhat)), xhat = x * rstd; dw = sum of g * xhat.
 template <typename C>
 void rms_norm_backward(const C* g, const C* x, const C* w, C* dx, RowLayout l, double eps,
-                       std::vector<double>& sums) {
-  std::vector<C> rstds(l.rows);
+                       double* sums) {
+  ScratchFrame frame;
+  C* rstds = frame.get<C>(0, static_cast<size_t>(l.rows));
   parallel_for(l.rows, nn::rows_grain(l.len, 3), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const C* xr = x + r * l.len;
@@ -255,7 +258,7 @@ void group_norm_forward(const C* x, const C* w, const C* b, C* y, GroupLayout l,
 // dw_c = sum over samples of rstd * sgx, db_c = sum of sg.
 template <typename C>
 void group_norm_backward(const C* g, const C* x, const C* w, C* dx, GroupLayout l, double eps,
-                         std::vector<double>& sums) {
+                         double* sums) {
   const int64_t glen = l.group_len(), cg = l.per_group(), s = l.spatial, nc = l.n * l.channels;
   std::vector<double> dw_nc(nc), db_nc(nc);  // per (sample, channel), summed over samples after
   parallel_for(l.n * l.groups, nn::rows_grain(glen, 4), [&](int64_t g0, int64_t g1) {
@@ -290,7 +293,7 @@ void group_norm_backward(const C* g, const C* x, const C* w, C* dx, GroupLayout 
       }
     }
   });
-  sums.assign(2 * l.channels, 0.0);
+  std::fill_n(sums, 2 * l.channels, 0.0);
   for (int64_t n = 0; n < l.n; ++n)
     for (int64_t c = 0; c < l.channels; ++c) {
       sums[c] += dw_nc[n * l.channels + c];
@@ -343,7 +346,9 @@ void run_norm_backward(KernelContext& c, int64_t features, F&& body) {
   Tensor g = nn::compute_input(c.inputs[0], cdt), x = nn::compute_input(c.inputs[1], cdt);
   Tensor w = nn::compute_input(input_or_none(c.inputs, 2), cdt);
   nn::ComputeOutput dx(c.outputs[0], cdt);
-  std::vector<double> sums;
+  // The bodies' per-feature sums: at most two (weight and bias) per feature.
+  ScratchFrame frame;
+  double* sums = frame.get<double>(0, static_cast<size_t>(2 * features));
   nn::with_compute_type(cdt, [&]<typename C>() {
     body.template operator()<C>(g.data<C>(), x.data<C>(), data_or_null<C>(w), dx.data<C>(), sums);
     dx.commit();
@@ -375,7 +380,7 @@ void trailing_norm_backward_kernel(KernelContext& c, const char* op) {
   const double eps = c.attrs.f("eps");
   run_norm_backward(
       c, l.len,
-      [&]<typename C>(const C* g, const C* x, const C* w, C* dx, std::vector<double>& sums) {
+      [&]<typename C>(const C* g, const C* x, const C* w, C* dx, double* sums) {
         if constexpr (kRms)
           rms_norm_backward(g, x, w, dx, l, eps, sums);
         else
@@ -542,7 +547,7 @@ void register_normalization(OpRegistry& r) {
             group_layout(c.inputs[1], c.attrs.i("num_groups"), "group_norm_backward");
         run_norm_backward(
             c, l.channels,
-            [&]<typename C>(const C* g, const C* x, const C* w, C* dx, std::vector<double>& sums) {
+            [&]<typename C>(const C* g, const C* x, const C* w, C* dx, double* sums) {
               group_norm_backward(g, x, w, dx, l, c.attrs.f("eps"), sums);
             });
       });

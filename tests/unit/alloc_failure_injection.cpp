@@ -15,10 +15,12 @@ std::atomic<int64_t> fail_at{0};
 std::atomic<int64_t> counted{0};
 std::atomic<bool> fired{false};
 std::atomic<int64_t> live{0};
+std::atomic<std::size_t> counted_size{0};
 
 // True when this allocation is the one that fails.
-bool should_fail() {
+bool should_fail(std::size_t size) {
   if (!armed.load(std::memory_order_acquire)) return false;
+  if (size < counted_size.load(std::memory_order_relaxed)) return false;
   const int64_t n = counted.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (n != fail_at.load(std::memory_order_acquire)) return false;
   fired.store(true, std::memory_order_release);
@@ -26,7 +28,7 @@ bool should_fail() {
 }
 
 void* allocate(std::size_t size, std::size_t align) noexcept {
-  if (should_fail()) return nullptr;
+  if (should_fail(size)) return nullptr;
   void* p = nullptr;
   if (size == 0) size = 1;
   if (align <= alignof(std::max_align_t)) {
@@ -63,6 +65,8 @@ InjectionResult disarm_allocation_failure() {
   armed.store(false, std::memory_order_release);
   return {counted.load(), fired.load()};
 }
+
+void set_counted_allocation_size(std::size_t bytes) { counted_size.store(bytes); }
 
 int64_t live_allocations() { return live.load(); }
 

@@ -6,6 +6,7 @@
 // allocates through new except inside zstd and oneTBB, which check for NULL.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace samba::testing {
@@ -20,6 +21,10 @@ struct InjectionResult {
 // std::bad_alloc (nothrow variants return nullptr); nth = 0 only counts.
 void arm_allocation_failure(int64_t nth);
 InjectionResult disarm_allocation_failure();
+
+// While armed, count (and fail) only allocations of at least `bytes` (0, the
+// default: every one); smaller ones pass untouched.
+void set_counted_allocation_size(size_t bytes);
 
 // Blocks allocated by operator new and not yet deleted: equal before and
 // after a failed call unless the call leaked.
