@@ -29,7 +29,8 @@ RowLayout trailing_layout(const Tensor& x, const std::vector<int64_t>& normalize
   for (int64_t i = 0; ok && i < k; ++i) ok = x.shape()[x.dim() - k + i] == normalized[i];
   SAMBA_CHECK(ok, Status::ShapeMismatch, "{}: x of shape {} does not end with normalized_shape {}",
               op, dims_str(x.shape()), dims_str(Dims(normalized)));
-  const int64_t len = numel_of(Dims(normalized));
+  int64_t len = 1;
+  for (int64_t d : normalized) len *= d;
   return {len == 0 ? 0 : x.numel() / len, len};
 }
 
@@ -358,7 +359,7 @@ void run_norm_backward(KernelContext& c, int64_t features, F&& body) {
   });
 }
 
-std::vector<int64_t> normalized_shape(const Attrs& a) { return a.ints("normalized_shape"); }
+const std::vector<int64_t>& normalized_shape(const Attrs& a) { return a.ints("normalized_shape"); }
 
 // layer_norm_backward and rms_norm_backward: inputs (grad, x, weight), outputs
 // dx and `n_param_grads` gradients shaped normalized_shape.

@@ -243,6 +243,25 @@ TEST(Gemm, FewRowsAgainstAPrepackedWeight) {
   }
 }
 
+// Many rows against B packed at load: at the AVX-512 levels the kernel for
+// rows against a packed B takes every tile (prepacked_rows.h), going through
+// A in runs of rows that stay in L2 (at k = 2048, 128 rows a run: 300 rows
+// are two runs and a remainder, none a whole number of register blocks).
+// Tiles are cut along rows or columns across two threads.
+TEST(Gemm, ManyRowsAgainstAPrepackedWeight) {
+  if (prepacked_b_floats(8, 8) == 0) GTEST_SKIP() << "no packed kernel at this ISA level";
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    SCOPED_TRACE(threads);
+    check_case<float>({300, 70, 2048, false, true, 1.0, 0.0, true, Activation::None}, 1e-4, true);
+    check_case<float>({300, 70, 2048, false, false, 0.5, 2.0, true, Activation::Relu}, 1e-4, true);
+    check_case<float>({1000, 96, 40, false, true, 1.0, 0.0, true, Activation::Tanh}, 1e-4, true);
+    check_case<float>({77, 300, 784, false, true, -1.0, 1.0, false, Activation::GeluErf}, 1e-4,
+                      true);
+  }
+}
+
 TEST(Gemm, AlphaBetaAndBias) {
   for_each_kernel([] {
     check_case<double>({6, 4, 5, false, true, 0.5, 2.0, true, Activation::None}, 1e-12);

@@ -1,11 +1,14 @@
 // Weights pre-packed at load (engine/runtime/prepacked_weights.h): the
-// packed kernel (and, at AVX-512, the kernel for few rows) reads them
-// instead of packing B per call, the packed kernel's results are bit for bit
-// those of packing per call, and no write to the weights from outside the
-// kernels leaves a stale copy behind.
+// packed kernel (at AVX2) or the kernel for rows against a packed B (at the
+// AVX-512 levels) reads them instead of packing B per call, with the packed
+// kernel's results bit for bit those of packing per call and the other's
+// the same within fp32 rounding, and no write to the weights from outside
+// the kernels leaves a stale copy behind.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -31,6 +34,22 @@ using testing::round_trip;
 using testing::values;
 
 bool level_has_packed_kernel() { return ops::prepacked_b_floats(8, 8) > 0; }
+
+// Whether `got`, a product read from pre-packed weights, is `want`, the same
+// product packed per call: below AVX-512 the packed kernel reads the pack and
+// sums as it does when it packs B itself, so bit for bit; at the AVX-512
+// levels the kernel for rows against a packed B (prepacked_rows.h) sums each
+// output over the whole depth in one chain, so within fp32 rounding (the
+// outputs here are sums of up to 1000 products of values in [-1, 1], and
+// the two orders differ by up to about 1e-5).
+bool same_product(const Tensor& got, const Tensor& want) {
+  if (active_isa() < IsaLevel::Avx512) return bytes_of(got) == bytes_of(want);
+  const auto g = values(got), w = values(want);
+  if (g.size() != w.size()) return false;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::abs(g[i] - w[i]) <= 1e-4 * std::max(1.0, std::abs(w[i])))) return false;
+  return true;
+}
 
 // An aligned buffer for one packed operand.
 struct PackBuffer {
@@ -65,21 +84,19 @@ Tensor product(const Tensor& a, const Tensor& b, bool trans_b, bool pack, const 
   return out;
 }
 
-TEST(PrepackedGemm, PackedProductsAreBitIdenticalToPackingPerCall) {
+TEST(PrepackedGemm, PackedProductsAreThoseOfPackingPerCall) {
   if (!level_has_packed_kernel()) GTEST_SKIP() << "no packed kernel at this ISA level";
   // Edge panels (n not a multiple of the panel width), several depth blocks
-  // (k above the level's block depth), both layouts of B.
-  // (128 x 80 x 96 with B row-major goes to the direct kernel. Tiles of at
-  // most 32 rows may take the kernel for few rows at the AVX-512 level, which
-  // sums in another order: FewRowsAgainstAPrepackedWeight in gemm_test
-  // checks it against the reference.)
+  // (k above the level's block depth), both layouts of B; bit for bit
+  // below AVX-512 (same_product). (128 x 80 x 96 with B row-major goes to
+  // the direct kernel.)
   for (const auto& [m, n, k] : {std::tuple{128, 80, 96}, {200, 70, 600}, {96, 33, 1000}})
     for (const bool trans_b : {false, true}) {
       if (k < 600 && !trans_b) continue;
       const Tensor a = rand_tensor({m, k}, DType::Float32, 1);
       const Tensor b = rand_tensor(trans_b ? Dims{n, k} : Dims{k, n}, DType::Float32, 2);
       ASSERT_TRUE(ops::gemm_packs_b(m, n, k, false, trans_b)) << m << "x" << n << "x" << k;
-      EXPECT_EQ(bytes_of(product(a, b, trans_b, true, b)), bytes_of(product(a, b, trans_b, false, b)))
+      EXPECT_TRUE(same_product(product(a, b, trans_b, true, b), product(a, b, trans_b, false, b)))
           << m << "x" << n << "x" << k << " trans_b " << trans_b;
     }
 }
@@ -189,7 +206,7 @@ struct Loaded {
   std::unique_ptr<Runtime> unpacked;
 };
 
-TEST(PrepackedWeights, InferenceIsBitIdenticalWithoutPrePacking) {
+TEST(PrepackedWeights, InferenceIsThatWithoutPrePacking) {
   if (!level_has_packed_kernel()) GTEST_SKIP() << "no packed kernel at this ISA level";
   Loaded l;
   ASSERT_NE(l.packed->prepacked(), nullptr);
@@ -199,9 +216,12 @@ TEST(PrepackedWeights, InferenceIsBitIdenticalWithoutPrePacking) {
   EXPECT_EQ(l.unpacked->prepacked(), nullptr);
   const Tensor x = x_input();
   const Tensor got = run(*l.packed, x);
-  EXPECT_EQ(bytes_of(got), bytes_of(run(*l.unpacked, x)));
+  EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
   expect_near(got, eager(l.m, x));
   EXPECT_EQ(l.packed->prepacked()->packs(), 1);
+  // Whatever the kernel, a run's result does not depend on the threads.
+  ThreadPool one(1);
+  EXPECT_EQ(bytes_of(run(*load(l.program, one, nullptr), x)), bytes_of(got));
   run(*l.packed, x);
   EXPECT_EQ(l.packed->prepacked()->packs(), 1) << "a run that writes nothing re-packed";
 }
@@ -243,7 +263,7 @@ void expect_every_write_reaches_the_next_run(Loaded& l, bool near_eager) {
   const auto check = [&](const char* path) {
     SCOPED_TRACE(path);
     const Tensor got = run(*l.packed, x);
-    EXPECT_EQ(bytes_of(got), bytes_of(run(*l.unpacked, x)));
+    EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
     EXPECT_NE(bytes_of(got), bytes_of(before));
     if (near_eager) expect_near(got, eager(l.m, x));
   };
@@ -278,7 +298,7 @@ void expect_every_write_reaches_the_next_run(Loaded& l, bool near_eager) {
   std::filesystem::remove(ckpt);
   const Tensor got = run(*l.packed, x);
   EXPECT_EQ(bytes_of(got), bytes_of(before));
-  EXPECT_EQ(bytes_of(got), bytes_of(run(*l.unpacked, x)));
+  EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
 }
 
 TEST(PrepackedWeights, EveryWriteToAWeightReachesTheNextRun) {
@@ -363,8 +383,8 @@ TEST(PrepackedWeights, ConcurrentRunsAfterAWriteUseTheNewWeights) {
     const Tensor w = named(rand_tensor({80, 96}, DType::Float32, 30 + round, -0.1, 0.1), "w1", true);
     l.packed->write("w1", w);
     l.unpacked->write("w1", w);
-    std::vector<std::vector<unsigned char>> want;
-    for (const Tensor& x : inputs) want.push_back(bytes_of(run(*l.unpacked, x)));
+    std::vector<Tensor> want;
+    for (const Tensor& x : inputs) want.push_back(run(*l.unpacked, x));
     // The first runs after the write race to re-pack; every one must see
     // the new weights, in whichever context it gets.
     std::vector<int> mismatches(kThreads, 0);
@@ -372,7 +392,7 @@ TEST(PrepackedWeights, ConcurrentRunsAfterAWriteUseTheNewWeights) {
     for (int t = 0; t < kThreads; ++t)
       threads.emplace_back([&, t] {
         for (int i = 0; i < kRuns; ++i)
-          if (bytes_of(run(*l.packed, inputs[t])) != want[t]) ++mismatches[t];
+          if (!same_product(run(*l.packed, inputs[t]), want[t])) ++mismatches[t];
       });
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "round " << round << " thread " << t;

@@ -1,15 +1,16 @@
-// Few rows of A against a B packed at load (a linear's weight in an
-// inference PEF, at small batch), included by a level's kernel file after
-// packed_sgemm.h and compiled with its flags (the same rules hold: intrinsics
-// and plain loops only).
+// Rows of A against a B packed at load (a linear's weight in an inference
+// PEF), included by a level's kernel file after packed_sgemm.h and compiled
+// with its flags (the same rules hold: intrinsics and plain loops only).
 //
-// At 16 rows the packed kernel's 6-row blocks leave a third of their last
-// block empty and pack A again for every tile, and the kernels that read the
-// weight in place (transposed, dot) spend their loads on a weight laid out
-// for no register block. With B already in kNr-wide panels, a block of up to
-// Mr rows keeps its sums in registers over the whole depth (every depth
-// block of the panel in turn), broadcasts A straight from its rows and
-// writes C once, so nothing is packed or staged on a call.
+// With B already in kNr-wide panels, nothing needs packing on a call: a
+// block of up to Mr rows keeps its sums in registers over the whole depth
+// (every depth block of the panel in turn), broadcasts A straight from its
+// rows and writes C once. The packed kernel would pack A, all of it in
+// every tile of a product split along N, and add each depth block's sums
+// to C; at 16 rows its 6-row blocks would also leave a third of the last
+// block empty. The sums come in another order than the packed kernel's (one
+// chain of FMAs over the whole depth, not one per depth block added up), so
+// results may differ from it in the last bits.
 #pragma once
 
 #include <cstdint>
@@ -78,31 +79,48 @@ struct PrepackedRows {
     }
   }
 
+  // A's rows go through in runs of at most kRunBytes, so that a run stays in
+  // L2 while every panel of the tile passes against it (each panel in L2
+  // while the run's blocks read it); with all the tile's rows at once, A
+  // came from memory again for every panel. At 2 threads (AVX512_BF16 Xeon,
+  // `kernel_peers_bench`, runs of 256 KiB, 512 KiB and 1 MiB alternately five
+  // times, medians), 1024 x 2048 -> 2048 ran at 279, 300 and 318 GFLOP/s; the
+  // ResFFN benchmark's other linears within 4% of each other.
+  static constexpr int64_t kRunBytes = int64_t{1} << 20;
+
   // The GEMM layer cuts tiles at multiples of kNr columns, where the
   // packed panels start; a tile that does not start on one packs B itself.
   static void tile(const GemmArgs<float>& g, const float* a, const float* b, float* c, int64_t r0,
                    int64_t rows, int64_t c0, int64_t cols) {
     if (c0 % kNr != 0) return P::template tile<kKc, 144, 2048>(g, a, b, c, r0, rows, c0, cols);
-    const float* at = a + r0 * g.a.ld;
-    for (int64_t jr = 0; jr < cols; jr += kNr) {
-      const int64_t nr = P::min64(kNr, cols - jr);
-      float* cp = c + r0 * g.ldc + c0 + jr;
-      panel(g, at, cp, rows, c0 + jr, nr);
-      // The panel's block of C is final and still in L1.
-      P::epilogue(g, cp, rows, nr, g.bias ? g.bias + c0 + jr : nullptr);
+    const int64_t run_rows = kRunBytes / static_cast<int64_t>(sizeof(float)) / g.k / kMr * kMr;
+    const int64_t run = P::min64(rows, run_rows > kMr ? run_rows : kMr);
+    for (int64_t i0 = 0; i0 < rows; i0 += run) {
+      const int64_t n_rows = P::min64(run, rows - i0);
+      const float* at = a + (r0 + i0) * g.a.ld;
+      for (int64_t jr = 0; jr < cols; jr += kNr) {
+        const int64_t nr = P::min64(kNr, cols - jr);
+        float* cp = c + (r0 + i0) * g.ldc + c0 + jr;
+        panel(g, at, cp, n_rows, c0 + jr, nr);
+        // The panel's block of C is final and still in cache.
+        P::epilogue(g, cp, n_rows, nr, g.bias ? g.bias + c0 + jr : nullptr);
+      }
     }
   }
 
-  // Up to 32 rows of a row-major A, from one full panel of columns. Beyond
-  // 32 rows (kShortRows in gemm.cpp) the packed kernel's blocks are full and
-  // its packing of A is paid back. On one core at AVX-512 (Zen 4), against
-  // the kernels that read the weight in place: 16 x 256 x 784 55.1 against
-  // 58.5 us (at the FMA peak), 24 x 256 x 256 27.2 against 38.4, 4 x 256 x
-  // 256 4.6 against 8.5, 1 x 256 x 784 7.7 against 9.3; with B stored (k, n),
-  // 3 x 256 x 256 3.5 against 14.3, and equal (0.97x to 1.05x) at 1 x 256 x
-  // 256, 4 x 256 x 256, 8 x 32 x 32 and 32 x 128 x 128.
+  // A row-major A, from one full panel of columns, at any number of rows.
+  // Up to 32 rows it beat, on one core at AVX-512 (Zen 4), the kernels that
+  // read the weight in place: 16 x 256 x 784 55.1 against 58.5 us (at the
+  // FMA peak), 24 x 256 x 256 27.2 against 38.4, 4 x 256 x 256 4.6 against
+  // 8.5, 1 x 256 x 784 7.7 against 9.3; with B stored (k, n), 3 x 256 x 256
+  // 3.5 against 14.3, and equal (0.97x to 1.05x) at 1 x 256 x 256, 4 x 256 x
+  // 256, 8 x 32 x 32 and 32 x 128 x 128. Beyond, against the packed kernel
+  // on the ResFFN benchmark's linears (2 threads, AVX512_BF16 Xeon, the two
+  // alternately six times, medians): 256 x 784 -> 1024 327 against 311
+  // GFLOP/s, 256 x 1024 -> 1024 321 against 298, 1024 x 2048 -> 2048 317
+  // against 302, 1024 x 784 -> 2048 319 against 316.
   static bool prefer(const GemmArgs<float>& g, int64_t rows, int64_t cols) {
-    return !g.a.trans && rows <= 32 && cols >= kNr && g.k >= 8;
+    return !g.a.trans && rows >= 1 && cols >= kNr && g.k >= 8;
   }
 };
 
