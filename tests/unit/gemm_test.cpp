@@ -219,12 +219,16 @@ TEST(Gemm, FewRowsAsTransposedProduct) {
   check_case<float>({16, 10, 256, false, true, -1.0, 1.0, true, Activation::Sigmoid}, 1e-4);
 }
 
-TEST(Gemm, FewRowsAgainstAPrepackedWeight) {
+TEST(Gemm, RowsAgainstAPrepackedWeight) {
   if (prepacked_b_floats(8, 8) == 0) GTEST_SKIP() << "no packed kernel at this ISA level";
   // x @ Wᵀ (and x @ W) with B packed at load, at 1 to 32 rows: whole register
   // blocks and every remainder, edge panels of columns, one and several
   // depth blocks, with alpha, beta, the bias and each epilogue, on one
-  // thread and cut into column panels across two.
+  // thread and cut into column panels across two. Then many rows: at the
+  // AVX-512 levels the kernel for rows against a packed B takes every tile
+  // (prepacked_rows.h), going through A in runs of rows that stay in L2 (at
+  // k = 2048, 128 rows a run: 300 rows are two runs and a remainder, none a
+  // whole number of register blocks), tiles cut along rows or columns.
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     ThreadPool::Scope scope(&pool);
@@ -240,20 +244,6 @@ TEST(Gemm, FewRowsAgainstAPrepackedWeight) {
       check_case<float>({13, 70, 100, false, true, 0.5, 2.0, true, act}, 1e-4, true);
       check_case<float>({20, 90, 300, false, false, -1.0, 1.0, true, act}, 1e-4, true);
     }
-  }
-}
-
-// Many rows against B packed at load: at the AVX-512 levels the kernel for
-// rows against a packed B takes every tile (prepacked_rows.h), going through
-// A in runs of rows that stay in L2 (at k = 2048, 128 rows a run: 300 rows
-// are two runs and a remainder, none a whole number of register blocks).
-// Tiles are cut along rows or columns across two threads.
-TEST(Gemm, ManyRowsAgainstAPrepackedWeight) {
-  if (prepacked_b_floats(8, 8) == 0) GTEST_SKIP() << "no packed kernel at this ISA level";
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    ThreadPool::Scope scope(&pool);
-    SCOPED_TRACE(threads);
     check_case<float>({300, 70, 2048, false, true, 1.0, 0.0, true, Activation::None}, 1e-4, true);
     check_case<float>({300, 70, 2048, false, false, 0.5, 2.0, true, Activation::Relu}, 1e-4, true);
     check_case<float>({1000, 96, 40, false, true, 1.0, 0.0, true, Activation::Tanh}, 1e-4, true);
