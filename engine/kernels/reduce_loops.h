@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/dispatch.h"
+#include "engine/core/scratch.h"
 #include "engine/core/strided.h"
 #include "engine/kernels/reduce_layout.h"
 
@@ -168,7 +169,8 @@ void run_rows(const ReduceLayout& l, Acc init, Load& load, Step& step, Store& st
     return;
   }
   if (A < kFewResults && pieces > 1 && l.reduce > kSplit) {
-    std::unique_ptr<Acc[]> part(new Acc[A * pieces]);
+    ScratchFrame frame;
+    Acc* part = frame.get<Acc>(0, static_cast<size_t>(A * pieces));
     parallel_for(A * pieces, std::max<int64_t>(1, grain / std::min(len, kSplit)),
                  [&](int64_t b, int64_t e) {
                    for (int64_t u = b; u < e; ++u) part[u] = piece(u / pieces, u % pieces);
@@ -176,11 +178,28 @@ void run_rows(const ReduceLayout& l, Acc init, Load& load, Step& step, Store& st
     for (int64_t a = 0; a < A; ++a) store(a, tree_fold(&part[a * pieces], pieces, 1, step));
     return;
   }
+  if (l.segments > 1 && len < kSplit) {
+    // Every result's segment k lies in one stretch of the input (the kept
+    // dim between reduced ones: a bias gradient over N, H and W of NCHW), so
+    // tasks take segments and sweep their stretches in memory order instead
+    // of each result striding through the whole input; the pieces are the
+    // same and are folded as below. (ConvNet training's bias gradient over
+    // 256 x 32 x 8 x 8 took 316 us the other way.)
+    ScratchFrame frame;
+    Acc* part = frame.get<Acc>(0, static_cast<size_t>(A * pieces));
+    parallel_for(pieces, std::max<int64_t>(1, grain / (A * len)), [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k)
+        for (int64_t a = 0; a < A; ++a) part[a * pieces + k] = piece(a, k);
+    });
+    for (int64_t a = 0; a < A; ++a) store(a, tree_fold(&part[a * pieces], pieces, 1, step));
+    return;
+  }
   parallel_for(A, std::max<int64_t>(1, grain / l.reduce), [&](int64_t b, int64_t e) {
-    std::unique_ptr<Acc[]> part(new Acc[pieces]);
+    ScratchFrame frame;
+    Acc* part = frame.get<Acc>(0, static_cast<size_t>(pieces));
     for (int64_t a = b; a < e; ++a) {
       for (int64_t k = 0; k < pieces; ++k) part[k] = piece(a, k);
-      store(a, tree_fold(part.get(), pieces, 1, step));
+      store(a, tree_fold(part, pieces, 1, step));
     }
   });
 }
@@ -205,7 +224,8 @@ void run_columns(const ReduceLayout& l, Acc init, Load& load, Step& step, Store&
   piece_rows = (piece_rows + kColBlock - 1) / kColBlock * kColBlock;
   const int64_t pieces = (R + piece_rows - 1) / piece_rows;
   if (units < kFewResults && pieces > 1) {
-    std::unique_ptr<Acc[]> part(new Acc[units * pieces * kTile]);
+    ScratchFrame frame;
+    Acc* part = frame.get<Acc>(0, static_cast<size_t>(units * pieces * kTile));
     parallel_for(units * pieces, 1, [&](int64_t b, int64_t e) {
       for (int64_t v = b; v < e; ++v) {
         const int64_t u = v / pieces, r0 = (v % pieces) * piece_rows;
@@ -267,14 +287,15 @@ Acc sum_indexed(int64_t n, F f, int64_t cost = 1) {
     return lanes[0] + tail;
   };
   const int64_t pieces = (n + kRowChunk - 1) / kRowChunk;
-  std::vector<Acc> part(pieces, Acc(0));
+  ScratchFrame frame;
+  Acc* part = frame.get<Acc>(0, static_cast<size_t>(pieces));
   parallel_for(pieces, std::max<int64_t>(1, kMinGrain / (kRowChunk * std::max<int64_t>(cost, 1))),
                [&](int64_t b, int64_t e) {
                  for (int64_t k = b; k < e; ++k)
                    part[k] = piece(k * kRowChunk, std::min(kRowChunk, n - k * kRowChunk));
                });
   if (pieces == 0) return Acc(0);
-  return tree_fold(part.data(), pieces, 1, step);
+  return tree_fold(part, pieces, 1, step);
 }
 
 // out[i] = f(in_0[i], in_1[i], ...) over out's shape, each input (element

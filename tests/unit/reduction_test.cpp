@@ -3,6 +3,7 @@
 #include <functional>
 #include <limits>
 
+#include "engine/core/parallel.h"
 #include "error_test_util.h"
 #include "op_test_util.h"
 
@@ -125,6 +126,29 @@ TEST(Sum, LongRowsAndColumnsSplitAcrossPieces) {
   Tensor ones = Tensor::empty({1 << 24}, DType::Float32);
   std::fill_n(ones.data<float>(), 1 << 24, 0.1f);
   expect_values(call1("sum", {ones}), {static_cast<double>(0.1f) * (1 << 24)}, 3e-6);
+}
+
+// A bias gradient's sum over N, H and W of NCHW: the kept channels lie
+// between reduced dims, each channel's runs spread over the whole input,
+// and the kernel takes the runs in memory order. Also mean and max over the
+// same dims, on one thread and on two with the same bits.
+TEST(Sum, ChannelsBetweenReducedDimsAgainstReference) {
+  const Dims shape{64, 32, 8, 8};
+  const Tensor x = rand_tensor(shape, DType::Float32, 16);
+  const auto v = values(x);
+  std::vector<std::vector<unsigned char>> bits;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    ThreadPool::Scope scope(&pool);
+    const Tensor s = call1("sum", {x}, dims({0, 2, 3}));
+    expect_values(s, ref_reduce(v, shape, {0, 2, 3}, gsum), 1e-4);
+    expect_values(call1("mean", {x}, dims({0, 2, 3})), ref_reduce(v, shape, {0, 2, 3}, gmean),
+                  1e-5);
+    expect_values(call1("max", {x}, dims({0, 2, 3})), ref_reduce(v, shape, {0, 2, 3}, gmax),
+                  0);
+    bits.push_back(bytes_of(s));
+  }
+  EXPECT_EQ(bits[0], bits[1]);
 }
 
 TEST(Sum, DTypes) {

@@ -174,14 +174,14 @@ void expect_no_buffers_after_the_first_run(const pef::ProgramDesc& desc,
 }
 
 TEST(RunAllocations, ResFFNKernelsAllocateNoBuffersOnceRun) {
-  const bench::ResFFNLogReg m(64, 128);
+  const bench::ResFFNLogReg m(1024, 64);
   expect_no_buffers_after_the_first_run(bench::compile_to_pef(m.spec(true)), {m.image()});
   expect_no_buffers_after_the_first_run(bench::compile_to_pef(m.spec(false)),
                                         {m.image(), m.label()});
 }
 
 TEST(RunAllocations, ConvNetKernelsAllocateNoBuffersOnceRun) {
-  const bench::DigitsConvNet m(32);
+  const bench::DigitsConvNet m(256);
   expect_no_buffers_after_the_first_run(bench::compile_to_pef(m.spec(true)), {m.image()});
   expect_no_buffers_after_the_first_run(bench::compile_to_pef(m.spec(false)),
                                         {m.image(), m.label()});
