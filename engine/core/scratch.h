@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 
 namespace samba {
@@ -28,12 +29,18 @@ class ScratchFrame {
   ScratchFrame(const ScratchFrame&) = delete;
   ScratchFrame& operator=(const ScratchFrame&) = delete;
 
+  // Frames nested deeper than this on one thread keep nothing after they
+  // close (their buffers are freed with them); shallower ones keep theirs
+  // for the next frame at their depth.
+  static constexpr int kKeptDepth = 16;
+
   // `count` elements of T, 64-byte aligned, holding whatever they last held
   // (zero them where that matters); valid until the frame closes or get()
   // is called again with the same slot. Called on the thread that opened
-  // the frame (the pointer may then go to any thread). Grows the slot's buffer when it is
-  // too small (the only time it allocates); throws OutOfMemory when that
-  // fails. count 0 gives a valid pointer.
+  // the frame (the pointer may then go to any thread). Grows the slot's
+  // buffer when it is too small (the only time it allocates); throws
+  // OutOfMemory when that fails, keeping the old buffer. count 0 gives a
+  // valid pointer.
   template <typename T>
   T* get(int slot, size_t count) {
     static_assert(std::is_trivially_copyable_v<T> && alignof(T) <= 64);
@@ -44,11 +51,19 @@ class ScratchFrame {
 
  private:
   void* bytes(int slot, size_t n);
-  Level* level_;  // the opening thread's buffers at this frame's depth
+  Level* level_;  // the buffers of this frame's depth on the opening thread
+  std::unique_ptr<Level> own_;  // a frame deeper than kKeptDepth: its own
 };
 
-// Bytes the calling thread holds in scratch buffers (what they cost in
+// Bytes the calling thread keeps in scratch buffers (what they cost in
 // memory, for tests and diagnostics).
 size_t scratch_bytes_held();
+
+// Blocks of memory all threads keep as per-thread caches between calls:
+// the frames' kept buffers and levels, and the GEMM's packing buffers
+// (note_cached_blocks). The allocation-failure tests subtract them: a
+// thread's cache growing during a call is not a leak of the call.
+int64_t cached_blocks_held();
+void note_cached_blocks(int64_t delta);
 
 }  // namespace samba

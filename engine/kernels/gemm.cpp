@@ -13,6 +13,7 @@
 
 #include "engine/core/dispatch.h"
 #include "engine/core/parallel.h"
+#include "engine/core/scratch.h"
 #include "engine/kernels/sgemm_kernels.h"
 
 namespace samba::ops {
@@ -78,8 +79,12 @@ const SgemmKernels& sgemm_kernels() {
 
 namespace {
 constexpr std::align_val_t kPanelAlign{64};
+// The thread's packing buffers are a cache kept between calls (scratch.h).
 struct AlignedDelete {
-  void operator()(float* p) const { ::operator delete(p, kPanelAlign); }
+  void operator()(float* p) const {
+    ::operator delete(p, kPanelAlign);
+    note_cached_blocks(-1);
+  }
 };
 }  // namespace
 
@@ -93,6 +98,7 @@ float* gemm_scratch(int which, size_t floats) {
     void* p = ::operator new(floats * sizeof(float), kPanelAlign, std::nothrow);
     SAMBA_CHECK(p, Status::OutOfMemory, "GEMM: cannot allocate {} bytes of packing buffer",
                 floats * sizeof(float));
+    note_cached_blocks(1);
     buf[which].reset(static_cast<float*>(p));
     size[which] = floats;
   }

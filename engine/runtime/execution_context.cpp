@@ -4,6 +4,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/profile/profile_events.h"
@@ -215,7 +216,9 @@ void ExecutionContext::run_plan(size_t index, const SectionPlan& sp, const RunVa
   g.graph.wait_for_all();
   taken_over(&g);
   current_ = nullptr;
-  if (g.error) std::rethrow_exception(g.error);
+  // The graph lets go of the error it caught, so nothing of a failed run
+  // stays held until the next one.
+  if (std::exception_ptr e = std::exchange(g.error, nullptr)) std::rethrow_exception(e);
 }
 
 ExecutionContext& ExecutionContext::slot(int i) {

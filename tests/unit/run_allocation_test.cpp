@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "alloc_failure_injection.h"
@@ -112,6 +113,35 @@ TEST(ScratchFrame, AFailedGrowthThrowsOutOfMemoryAndKeepsTheBuffer) {
   EXPECT_TRUE(disarm_allocation_failure().failed);
   EXPECT_EQ(f.get<double>(0, 100), before);
   EXPECT_EQ(before[99], 42.0);
+}
+
+// What a thread keeps between calls is counted as cache (cached_blocks_held),
+// which the allocation-failure tests subtract from the live blocks: a thread
+// that first runs a kernel during a call grows its cache without leaking.
+// Deeper than kKeptDepth, a frame keeps nothing.
+TEST(ScratchFrame, WhatAThreadKeepsIsCountedAsCacheAndFreedWithIt) {
+  const int64_t live0 = testing::live_allocations(), cached0 = cached_blocks_held();
+  std::thread([&] {
+    // (The thread's own state is one block, alive while it runs.)
+    const int64_t live1 = testing::live_allocations();
+    {
+      ScratchFrame f;
+      f.get<float>(0, 100);
+      f.get<float>(1, 100);
+    }
+    EXPECT_EQ(cached_blocks_held() - cached0, 3);  // the level and two buffers
+    EXPECT_EQ(testing::live_allocations() - live1, cached_blocks_held() - cached0);
+    std::vector<std::unique_ptr<ScratchFrame>> nested;
+    for (int d = 0; d < ScratchFrame::kKeptDepth + 3; ++d) {
+      nested.push_back(std::make_unique<ScratchFrame>());
+      nested.back()->get<float>(0, 10);
+    }
+    nested.clear();
+    // Levels 1 to kKeptDepth - 1 are kept with their buffers; deeper ones are gone.
+    EXPECT_EQ(cached_blocks_held() - cached0, 3 + 2 * (ScratchFrame::kKeptDepth - 1));
+  }).join();
+  EXPECT_EQ(cached_blocks_held(), cached0);
+  EXPECT_EQ(testing::live_allocations(), live0);
 }
 
 // Every kernel of a compiled model, run once in order (a training step or
