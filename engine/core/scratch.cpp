@@ -14,36 +14,35 @@ constexpr std::align_val_t kAlign{64};
 
 std::atomic<int64_t> g_cached_blocks{0};
 
-// A slot's buffer; `cached` ones count in cached_blocks_held().
 struct Buffer {
   void* data = nullptr;
   size_t size = 0;
-  bool cached = false;
-  Buffer() = default;
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { reset(nullptr, 0); }
-  void reset(void* p, size_t n) {
-    if (data) {
-      ::operator delete(data, kAlign);
-      if (cached) note_cached_blocks(-1);
-    }
-    data = p;
-    size = n;
-    if (data && cached) note_cached_blocks(1);
-  }
 };
 
 }  // namespace
 
+// A depth's buffers; a kept level's (and the level itself) count in
+// cached_blocks_held().
 struct ScratchFrame::Level {
-  explicit Level(bool kept) {
-    for (Buffer& b : slots) b.cached = kept;
+  explicit Level(bool keep) : kept(keep) {
     if (kept) note_cached_blocks(1);
   }
+  Level(const Level&) = delete;
+  Level& operator=(const Level&) = delete;
   ~Level() {
-    if (slots[0].cached) note_cached_blocks(-1);
+    for (Buffer& b : slots) replace(b, nullptr, 0);
+    if (kept) note_cached_blocks(-1);
   }
+  // b takes the n bytes at p (nullptr: none), freeing what it held.
+  void replace(Buffer& b, void* p, size_t n) {
+    if (b.data) {
+      ::operator delete(b.data, kAlign);
+      if (kept) note_cached_blocks(-1);
+    }
+    b = {p, n};
+    if (p && kept) note_cached_blocks(1);
+  }
+  const bool kept;
   Buffer slots[kSlots];
 };
 
@@ -86,17 +85,9 @@ void* ScratchFrame::bytes(int slot, size_t n) {
     // The old buffer stays until the new one exists: a failed growth keeps it.
     void* p = ::operator new(size, kAlign, std::nothrow);
     SAMBA_CHECK(p, Status::OutOfMemory, "cannot allocate {} bytes of kernel scratch memory", size);
-    b.reset(p, size);
+    level_->replace(b, p, size);
   }
   return b.data;
-}
-
-size_t scratch_bytes_held() {
-  size_t total = 0;
-  for (const auto& level : thread_scratch().levels)
-    if (level)
-      for (const Buffer& b : level->slots) total += b.size;
-  return total;
 }
 
 int64_t cached_blocks_held() { return g_cached_blocks.load(std::memory_order_relaxed); }

@@ -55,10 +55,6 @@ class ScratchFrame {
   std::unique_ptr<Level> own_;  // a frame deeper than kKeptDepth: its own
 };
 
-// Bytes the calling thread keeps in scratch buffers (what they cost in
-// memory, for tests and diagnostics).
-size_t scratch_bytes_held();
-
 // Blocks of memory all threads keep as per-thread caches between calls:
 // the frames' kept buffers and levels, and the GEMM's packing buffers
 // (note_cached_blocks). The allocation-failure tests subtract them: a

@@ -139,8 +139,8 @@ inline int64_t rows_grain(int64_t len, int64_t cost = 1) {
 }
 
 // Sums per-row terms down the rows of a (rows x cols) layout into out[k][col]
-// for k < nacc (double accumulators; out holds nacc * cols). add_row(r, c0, c1, acc) adds row r's
-// terms of columns [c0, c1) to acc[k * cols + c]. Rows are cut into chunks
+// for k < nacc (double accumulators; out holds nacc * cols). add_row(r, c0,
+// c1, acc) adds row r's terms of columns [c0, c1) to acc[k * cols + c]. Rows are cut into chunks
 // fixed by the sizes alone and partial sums are added in chunk order, so the
 // result does not depend on the number of threads.
 template <typename F>

@@ -28,9 +28,8 @@ RowLayout trailing_layout(const Tensor& x, const std::vector<int64_t>& normalize
   bool ok = x.dim() >= k;
   for (int64_t i = 0; ok && i < k; ++i) ok = x.shape()[x.dim() - k + i] == normalized[i];
   SAMBA_CHECK(ok, Status::ShapeMismatch, "{}: x of shape {} does not end with normalized_shape {}",
-              op, dims_str(x.shape()), dims_str(Dims(normalized)));
-  int64_t len = 1;
-  for (int64_t d : normalized) len *= d;
+              op, dims_str(x.shape()), dims_str(normalized));
+  const int64_t len = numel_of(normalized);
   return {len == 0 ? 0 : x.numel() / len, len};
 }
 
