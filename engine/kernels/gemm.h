@@ -123,6 +123,9 @@ struct ProductEpilogue {
   // Run on each finished block of a float32 out; sets tail->applied when
   // it is (output_tail.h).
   OutputTail* tail = nullptr;
+  // Run on finished rows of a float32 out when the product reads B packed
+  // at load; sets rows->applied when it is (output_tail.h).
+  RowsWork* rows = nullptr;
 };
 
 // out[..., m, n] = op(a)[..., m, k] @ op(b)[..., k, n] with the epilogue.

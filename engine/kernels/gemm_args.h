@@ -39,6 +39,9 @@ struct GemmArgs {
   // b as usual, so both must hold the same values.
   const T* b_packed = nullptr;
   const OutputTail* tail = nullptr;  // float only: run on each finished block after act
+  // Float only, a single product: run on rows of C once every column of
+  // them is final (after act and tail), each row exactly once.
+  const RowsWork* rows = nullptr;
 };
 
 // A product of bf16 operands accumulated in fp32 (the real device's mixed

@@ -38,4 +38,27 @@ struct OutputTail {
   }
 };
 
+// A row-wise op's work (layer_norm over the last dim) set up once for one
+// call and run on ranges of its rows, in any order, on any thread: the
+// runtime hands it to the product that computes the op's input (linear), so
+// that each run of rows is normalized right after the product finished it,
+// while it is in cache, instead of in a pass of its own over memory. A
+// product that takes it calls it once on every row of its output, after all
+// of that row's columns are final, and sets `applied`; one that does not
+// leaves `applied` unset and the caller runs the op itself afterwards.
+struct RowsWork {
+  void (*fn)(const RowsWork& w, int64_t row0, int64_t rows) = nullptr;
+  const float* x = nullptr;  // rows x len floats, contiguous: the op's input
+  float* y = nullptr;        // the same for its output
+  const float* weight = nullptr;  // optional, len floats
+  const float* bias = nullptr;    // optional, len floats
+  int64_t rows = 0, len = 0;
+  double eps = 0;
+  const OutputTail* tail = nullptr;  // run on each piece of y once it is stored
+  const void* ctx = nullptr;         // anything else fn needs
+  bool applied = false;
+
+  void operator()(int64_t row0, int64_t n) const { fn(*this, row0, n); }
+};
+
 }  // namespace samba::ops

@@ -304,6 +304,7 @@ void register_linear(OpRegistry& r) {
         ep.act = linear_activation(c.attrs);
         ep.packed_b = c.packed_b;
         ep.tail = c.tail;
+        ep.rows = c.rows;
         const Tensor out2 = x.dim() == 1 ? reshaped_out(out, {1, out.shape()[0]}) : out;
         batched_product(out2, as_row(x), false, c.inputs[1], true, ep);
       })

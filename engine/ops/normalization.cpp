@@ -70,26 +70,34 @@ void normalize_affine(const C* x, const C* w, const C* b, C* y, int64_t n, C mea
     yv = (xv - mean) * rstd;
 }
 
-// `tail` (float only) runs on each piece of a row right after it is stored.
+// Rows [r0, r1) of layer_norm; `tail` (float only) runs on each piece of a
+// row right after it is stored.
+template <typename C>
+void layer_norm_rows(const C* x, const C* w, const C* b, C* y, int64_t len, double eps,
+                     const OutputTail* tail, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const C* xr = x + r * len;
+    C* yr = y + r * len;
+    const nn::Moments mo = nn::row_moments(xr, len);
+    const C mean = static_cast<C>(mo.mean);
+    const C rstd = static_cast<C>(1.0 / std::sqrt(mo.biased_var() + eps));
+    for (int64_t c = 0; c < len; c += kTailPiece) {
+      const int64_t n = std::min(kTailPiece, len - c);
+      normalize_affine(xr + c, w ? w + c : nullptr, b ? b + c : nullptr, yr + c, n, mean, rstd);
+      if constexpr (std::is_same_v<C, float>)
+        if (tail) (*tail)(yr + c, 1, n, len);
+    }
+  }
+}
+
 template <typename C>
 void layer_norm_forward(const C* x, const C* w, const C* b, C* y, RowLayout l, double eps,
                         const OutputTail* tail = nullptr) {
   parallel_for(l.rows, nn::rows_grain(l.len, 2), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const C* xr = x + r * l.len;
-      C* yr = y + r * l.len;
-      const nn::Moments mo = nn::row_moments(xr, l.len);
-      const C mean = static_cast<C>(mo.mean);
-      const C rstd = static_cast<C>(1.0 / std::sqrt(mo.biased_var() + eps));
-      for (int64_t c = 0; c < l.len; c += kTailPiece) {
-        const int64_t n = std::min(kTailPiece, l.len - c);
-        normalize_affine(xr + c, w ? w + c : nullptr, b ? b + c : nullptr, yr + c, n, mean, rstd);
-        if constexpr (std::is_same_v<C, float>)
-          if (tail) (*tail)(yr + c, 1, n, l.len);
-      }
-    }
+    layer_norm_rows(x, w, b, y, l.len, eps, tail, r0, r1);
   });
 }
+
 
 // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w,
 // xhat = (x - mean) * rstd; dw = sum over rows of g * xhat; db = sum of g.
@@ -388,6 +396,39 @@ void trailing_norm_backward_kernel(KernelContext& c, const char* op) {
       });
 }
 
+// layer_norm as ops::RowsWork, for float32 operands as they lie (a weight or
+// bias of another dtype would need converting first: not taken). The rows
+// and the order of their sums are those of the kernel above, so results are
+// the same bit for bit.
+bool layer_norm_rows_work(const KernelContext& c, RowsWork& w) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& y = c.outputs[0];
+  const auto& ns = normalized_shape(c.attrs);
+  auto plain = [](const Tensor& t) {
+    return !t.defined() || (t.dtype() == DType::Float32 && t.is_contiguous());
+  };
+  const Tensor& weight = input_or_none(c.inputs, 1);
+  const Tensor& bias = input_or_none(c.inputs, 2);
+  if (ns.size() != 1 || x.dim() < 1 || x.shape().back() != ns[0] || x.dtype() != DType::Float32 ||
+      !x.is_contiguous() || y.dtype() != DType::Float32 || !y.is_contiguous() || !plain(weight) ||
+      !plain(bias) || y.numel() != x.numel())
+    return false;
+  const RowLayout l = trailing_layout(x, ns, "layer_norm");
+  w.fn = [](const RowsWork& rw, int64_t row0, int64_t rows) {
+    layer_norm_rows(rw.x, rw.weight, rw.bias, rw.y, rw.len, rw.eps, rw.tail, row0, row0 + rows);
+  };
+  w.x = x.data<float>();
+  w.y = y.data<float>();
+  w.weight = weight.defined() ? weight.data<float>() : nullptr;
+  w.bias = bias.defined() ? bias.data<float>() : nullptr;
+  w.rows = l.rows;
+  w.len = l.len;
+  w.eps = c.attrs.f("eps");
+  w.tail = c.tail;
+  w.applied = false;
+  return true;
+}
+
 }  // namespace
 
 void register_normalization(OpRegistry& r) {
@@ -401,6 +442,7 @@ void register_normalization(OpRegistry& r) {
       .required_attr("normalized_shape", AttrType::Ints, "the trailing dims normalized over")
       .attr("eps", AttrType::Float, 1e-5, "added to the variance")
       .fusion(Fusion::Opaque)
+      .rows_work(layer_norm_rows_work)
       .infer([](const InferContext& c) -> std::vector<TensorMeta> {
         const auto& ns = normalized_shape(c.attrs);
         check_norm_inputs(c.inputs, Dims(ns), "layer_norm");

@@ -258,6 +258,7 @@ OpBuilder& OpBuilder::argin(std::string_view name, AttrRange range) {
 }
 OpBuilder& OpBuilder::flops(FlopsFn f) { d_.flops = std::move(f); return *this; }
 OpBuilder& OpBuilder::float32_block(Float32BlockFn f) { d_.float32_block = std::move(f); return *this; }
+OpBuilder& OpBuilder::rows_work(RowsWorkFn f) { d_.rows_work = f; return *this; }
 OpBuilder& OpBuilder::infer(InferFn f) { d_.infer = std::move(f); return *this; }
 OpBuilder& OpBuilder::kernel(KernelFn f) { d_.kernel = std::move(f); return *this; }
 OpBuilder& OpBuilder::view(ViewFn f) { d_.view = std::move(f); return *this; }

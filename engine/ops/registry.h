@@ -117,6 +117,10 @@ struct KernelContext {
   // Set by the runtime for the producer of a fused epilogue chain: kernels
   // that can run it on each block of outputs[0] do (output_tail.h).
   ops::OutputTail* tail = nullptr;
+  // Set by the runtime for a product whose output rows a row-wise op reads
+  // next: kernels that can run it on each run of finished rows do
+  // (output_tail.h).
+  ops::RowsWork* rows = nullptr;
 };
 
 struct GradContext {
@@ -148,6 +152,11 @@ using Float32Block = std::function<void(int64_t n, float* out, const float* cons
 // the attributes select a form that has none (div with a rounding mode).
 using Float32BlockFn = std::function<Float32Block(const Attrs&)>;
 
+// A row-wise op's kernel as ops::RowsWork for these operands: fills `w`
+// (its tail from c.tail) and returns true, or returns false when the
+// operands need what only the kernel does (another dtype, a copy).
+using RowsWorkFn = bool (*)(const KernelContext& c, ops::RowsWork& w);
+
 struct OpDef {
   std::string name;
   std::string doc;
@@ -169,6 +178,9 @@ struct OpDef {
   // Optional, elementwise ops only: the same compute its kernel runs, for
   // float32 operands of the output's layout, exposed so the runtime can fuse.
   Float32BlockFn float32_block;
+  // Optional, row-wise ops only: the kernel's work over ranges of rows, so
+  // the runtime can run it on rows of a product as they are finished.
+  RowsWorkFn rows_work = nullptr;
 
   const AttrSpec* find_attr(std::string_view n) const;
   // Validates and completes user attributes against the schema.
@@ -209,6 +221,7 @@ class OpBuilder {
   OpBuilder& argin(std::string_view name, AttrRange range);
   OpBuilder& flops(FlopsFn f);
   OpBuilder& float32_block(Float32BlockFn f);
+  OpBuilder& rows_work(RowsWorkFn f);
   OpBuilder& infer(InferFn f);
   OpBuilder& kernel(KernelFn f);
   OpBuilder& view(ViewFn f);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -75,6 +76,133 @@ void ExecutionContext::build_tensors(const DeviceMemory& state) {
   }
 }
 
+void ExecutionContext::run_step(int32_t kernel, size_t i, const RunValues& values,
+                                ops::OutputTail* tail, ops::RowsWork* rows) {
+  const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  const OpStep& s = plan.steps[i];
+  StepArgs& a = args_[static_cast<size_t>(kernel)][i];
+  // Run-time values replace the compiled ones in place; the variant keeps
+  // its alternative, so nothing is allocated.
+  for (const OpStep::Bound& b : s.bound) {
+    const AttrValue& v = (*values.argins)[static_cast<size_t>(b.argin)];
+    AttrValue& slot = a.attrs.value_at(b.attr);
+    if (std::holds_alternative<double>(slot) && std::holds_alternative<int64_t>(v))
+      slot = static_cast<double>(std::get<int64_t>(v));
+    else if (std::holds_alternative<int64_t>(slot) && std::holds_alternative<double>(v))
+      slot = static_cast<int64_t>(std::get<double>(v));
+    else
+      slot = v;
+  }
+  if (s.rng_offset_attr >= 0) a.attrs.value_at(static_cast<size_t>(s.rng_offset_attr)) = values.rng_step;
+  if (s.training_attr >= 0) {
+    const auto at = static_cast<size_t>(s.training_attr);
+    a.attrs.value_at(at) = values.train && std::get<bool>(s.attrs.items()[at].second);
+  }
+  KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs, a.packed_b, tail, rows};
+  try {
+    s.op->kernel(kc);
+  } catch (const Error& e) {
+    // The op's message alone does not say which of the program's kernels
+    // failed; the user needs that to report or fix the PEF.
+    throw Error(e.code(), fmt::format("kernel {} '{}' op {} '{}': {}", kernel,
+                                      program_->desc().kernels[static_cast<size_t>(kernel)].name, i,
+                                      s.op->name, e.what()));
+  }
+}
+
+void ExecutionContext::run_steps(int32_t kernel, const RunValues& values) {
+  const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  std::vector<StepArgs>& steps = args_[static_cast<size_t>(kernel)];
+  if (plan.fused && plan.fused->has_producer()) {
+    // The producer runs the chain on its output blocks, writing where the
+    // pass says; when this run's buffers allow no fused placement, every
+    // step runs on its own below.
+    Tensor& first_out = steps[0].outputs[0];
+    auto produce = [&](const Tensor& out, ops::OutputTail* tail) {
+      struct Restore {
+        Tensor& slot;
+        Tensor own;
+        ~Restore() { slot = std::move(own); }
+      } restore{first_out, first_out};
+      first_out = out;
+      run_step(kernel, 0, values, tail);
+    };
+    // By reference: a std::function holding the lambda itself would allocate.
+    if (plan.fused->run(tensors_, std::ref(produce))) return;
+  }
+  // A fused chain's own steps run as one pass, unless this run's buffers
+  // overlap in a way the pass cannot take; then they run one by one too.
+  const size_t fused_from =
+      plan.fused && !plan.fused->has_producer() ? plan.fused->first_step() : plan.steps.size();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    if (i == fused_from && plan.fused->run(tensors_)) break;
+    run_step(kernel, i, values, nullptr);
+  }
+}
+
+bool ExecutionContext::pairs(int32_t kernel) const {
+  const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  return plan.rows_consumer >= 0 && args_[static_cast<size_t>(kernel)][0].packed_b != nullptr;
+}
+
+namespace {
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const std::byte*>(a.raw_data());
+  const auto* pb = static_cast<const std::byte*>(b.raw_data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+}  // namespace
+
+bool ExecutionContext::run_pair(int32_t kernel, const RunValues& values) {
+  const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
+  const int32_t consumer = plan.rows_consumer;
+  const KernelPlan& cplan = program_->kernels()[static_cast<size_t>(consumer)];
+  StepArgs& product = args_[static_cast<size_t>(kernel)][0];
+  std::vector<StepArgs>& csteps = args_[static_cast<size_t>(consumer)];
+  const Tensor& made = product.outputs[0];
+  // The consumer writes rows while other tasks of the product still read
+  // its operands and write other rows of its output: everything the
+  // consumer may write must lie clear of both (or be the output itself,
+  // normalized in place row by row).
+  for (const StepArgs& st : csteps)
+    for (const Tensor& t : st.outputs) {
+      for (const Tensor& in : product.inputs)
+        if (overlap(t, in)) return false;
+      const bool same = t.raw_data() == made.raw_data() && t.nbytes() == made.nbytes();
+      if (!same && overlap(t, made)) return false;
+    }
+  StepArgs& lead = csteps[0];
+  const OpDef& op = *cplan.steps[0].op;
+  auto produce = [&](const Tensor& out, ops::OutputTail* tail) {
+    Tensor outs[1] = {out};
+    KernelContext kc{op, lead.inputs, std::span<Tensor>(outs, 1), lead.attrs, nullptr, tail};
+    ops::RowsWork rows;
+    const bool takes =
+        op.rows_work(kc, rows) && rows.x == static_cast<const float*>(made.raw_data());
+    run_step(kernel, 0, values, nullptr, takes ? &rows : nullptr);
+    if (rows.applied) {
+      if (tail) tail->applied = true;
+      return;
+    }
+    // The product did not take the rows: the consumer's own kernel, as
+    // when run apart.
+    struct Restore {
+      Tensor& slot;
+      Tensor own;
+      ~Restore() { slot = std::move(own); }
+    } restore{lead.outputs[0], lead.outputs[0]};
+    lead.outputs[0] = out;
+    run_step(consumer, 0, values, tail);
+  };
+  // By reference: a std::function holding the lambda itself would allocate.
+  if (cplan.fused) return cplan.fused->run(tensors_, std::ref(produce));
+  produce(lead.outputs[0], nullptr);
+  return true;
+}
+
 void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
   const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
   // A cast of the weights, computed when they were last written.
@@ -85,73 +213,28 @@ void ExecutionContext::run_kernel(int32_t kernel, const RunValues& values) {
     }
     return;
   }
-  std::vector<StepArgs>& steps = args_[static_cast<size_t>(kernel)];
+  // An observer is told of every kernel on its own, so with one nothing
+  // runs paired.
+  if (!values.observer && plan.rows_producer >= 0 && pairs(plan.rows_producer))
+    return;  // run by its producer, which this kernel's node waits for
+  const bool pair = !values.observer && pairs(kernel);
+  const size_t nk = program_->kernels().size();
   std::optional<ProfileScope> scope;
   if (values.profiler && values.profiler->enabled(ProfileCategory::Kernel)) {
-    scope.emplace(*values.profiler, (*values.kernel_names)[static_cast<size_t>(kernel)], ProfileCategory::Kernel);
+    scope.emplace(*values.profiler,
+                  (*values.kernel_names)[static_cast<size_t>(kernel) + (pair ? nk : 0)],
+                  ProfileCategory::Kernel);
     // What a trace viewer and the summary need to tell a bandwidth-bound
     // kernel from a compute-bound one.
-    scope->arg(profile_events::kArgBytes, static_cast<int64_t>(plan.bytes))
-        .arg(profile_events::kArgFlops, plan.flops);
+    scope->arg(profile_events::kArgBytes, static_cast<int64_t>(pair ? plan.pair_bytes : plan.bytes))
+        .arg(profile_events::kArgFlops, pair ? plan.pair_flops : plan.flops);
   }
   if (values.observer) values.observer->before_kernel(kernel);
-  auto run_step = [&](size_t i, ops::OutputTail* tail) {
-    const OpStep& s = plan.steps[i];
-    StepArgs& a = steps[i];
-    // Run-time values replace the compiled ones in place; the variant keeps
-    // its alternative, so nothing is allocated.
-    for (const OpStep::Bound& b : s.bound) {
-      const AttrValue& v = (*values.argins)[static_cast<size_t>(b.argin)];
-      AttrValue& slot = a.attrs.value_at(b.attr);
-      if (std::holds_alternative<double>(slot) && std::holds_alternative<int64_t>(v))
-        slot = static_cast<double>(std::get<int64_t>(v));
-      else if (std::holds_alternative<int64_t>(slot) && std::holds_alternative<double>(v))
-        slot = static_cast<int64_t>(std::get<double>(v));
-      else
-        slot = v;
-    }
-    if (s.rng_offset_attr >= 0) a.attrs.value_at(static_cast<size_t>(s.rng_offset_attr)) = values.rng_step;
-    if (s.training_attr >= 0) {
-      const auto at = static_cast<size_t>(s.training_attr);
-      a.attrs.value_at(at) = values.train && std::get<bool>(s.attrs.items()[at].second);
-    }
-    KernelContext kc{*s.op, a.inputs, a.outputs, a.attrs, a.packed_b, tail};
-    try {
-      s.op->kernel(kc);
-    } catch (const Error& e) {
-      // The op's message alone does not say which of the program's kernels
-      // failed; the user needs that to report or fix the PEF.
-      throw Error(e.code(), fmt::format("kernel {} '{}' op {} '{}': {}", kernel,
-                                        program_->desc().kernels[static_cast<size_t>(kernel)].name,
-                                        i, s.op->name, e.what()));
-    }
-  };
-  if (plan.fused && plan.fused->has_producer()) {
-    // The producer runs the chain on its output blocks, writing where the
-    // pass says; when this run's buffers allow no fused placement, every
-    // step runs on its own below.
-    Tensor& first_out = steps[0].outputs[0];
-    const bool fused = plan.fused->run(tensors_, [&](const Tensor& out, ops::OutputTail* tail) {
-      struct Restore {
-        Tensor& slot;
-        Tensor own;
-        ~Restore() { slot = std::move(own); }
-      } restore{first_out, first_out};
-      first_out = out;
-      run_step(0, tail);
-    });
-    if (fused) {
-      if (values.observer) values.observer->after_kernel(kernel);
-      return;
-    }
-  }
-  // A fused chain's own steps run as one pass, unless this run's buffers
-  // overlap in a way the pass cannot take; then they run one by one too.
-  const size_t fused_from =
-      plan.fused && !plan.fused->has_producer() ? plan.fused->first_step() : plan.steps.size();
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    if (i == fused_from && plan.fused->run(tensors_)) break;
-    run_step(i, nullptr);
+  if (!pair) {
+    run_steps(kernel, values);
+  } else if (!run_pair(kernel, values)) {
+    run_steps(kernel, values);
+    run_steps(plan.rows_consumer, values);
   }
   if (values.observer) values.observer->after_kernel(kernel);
 }

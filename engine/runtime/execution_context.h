@@ -44,7 +44,10 @@ struct RunValues {
   int64_t rng_step = 0;
   bool train = true;  // false: evaluation mode (Training-role attributes run false)
   Profiler* profiler = nullptr;                             // may be null
-  const std::vector<std::string_view>* kernel_names = nullptr;  // interned, per kernel
+  // Interned, per kernel, then per kernel again: the name of the pair it
+  // leads when it runs a row-wise kernel inside its product (KernelPlan::
+  // pair_name; empty for others).
+  const std::vector<std::string_view>* kernel_names = nullptr;
   KernelObserver* observer = nullptr;                           // may be null
 };
 
@@ -106,6 +109,20 @@ class ExecutionContext {
   struct SectionGraph;
 
   void build_tensors(const DeviceMemory& state);
+  // Step i of a kernel with this run's values for its bound attributes,
+  // given the fused chain's tail and a row-wise kernel to run on finished
+  // rows (either may be null).
+  void run_step(int32_t kernel, size_t i, const RunValues& values, ops::OutputTail* tail,
+                ops::RowsWork* rows = nullptr);
+  // A kernel's steps: fused where planned, else one by one.
+  void run_steps(int32_t kernel, const RunValues& values);
+  // Kernel `kernel` with its rows consumer run on the rows its product
+  // finishes. False, having run nothing, when this run's buffers would let
+  // the consumer write what the product still reads.
+  bool run_pair(int32_t kernel, const RunValues& values);
+  // Whether this context runs the kernel's rows consumer inside it: its
+  // product reads B packed at load (what lets the product finish rows).
+  bool pairs(int32_t kernel) const;
   // The flow graph of `plan`, cached under `slot` (sections first, then units).
   SectionGraph& graph_of(size_t slot, const SectionPlan& plan);
   void run_plan(size_t slot, const SectionPlan& plan, const RunValues& values);

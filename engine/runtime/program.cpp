@@ -47,6 +47,7 @@ Program::Program(pef::ProgramDesc desc) : desc_(std::move(desc)) {
   }
   for (const auto& sd : desc_.sections) build_section(sd);
   build_units();
+  pair_row_consumers();
 }
 
 int32_t Program::find_tensor(std::string_view name) const {
@@ -306,6 +307,69 @@ void Program::build_units() {
     u.preds = dependencies(u.kernels);
     unit_of_graph_[g] = static_cast<int32_t>(units_.size());
     units_.push_back(std::move(u));
+  }
+}
+
+void Program::pair_row_consumers() {
+  const auto n = static_cast<int32_t>(kernels_.size());
+  auto plain_step = [](const OpStep& st) {
+    return st.bound.empty() && st.rng_offset_attr < 0 && st.training_attr < 0 && st.outputs.size() == 1;
+  };
+  std::vector<int32_t> candidate(kernels_.size(), -1);
+  for (int32_t k = 0; k + 1 < n; ++k) {
+    const KernelPlan& p = kernels_[static_cast<size_t>(k)];
+    const KernelPlan& c = kernels_[static_cast<size_t>(k + 1)];
+    if (p.steps.size() != 1 || p.fused || p.steps[0].op->name != "linear" || !plain_step(p.steps[0]))
+      continue;
+    if (c.steps.empty()) continue;
+    const OpStep& first = c.steps[0];
+    if (!first.op->rows_work || !plain_step(first) || first.inputs.empty() ||
+        first.inputs[0] != p.steps[0].outputs[0])
+      continue;
+    // The consumer's steps run as its rows are finished only when they are
+    // the row-wise op alone or the op leading its fused chain.
+    if (c.steps.size() != 1 && !(c.fused && c.fused->has_producer())) continue;
+    // Micro-batches order the kernels that write state by their own nodes.
+    if (c.writes_state) continue;
+    candidate[static_cast<size_t>(k)] = k + 1;
+  }
+  // Run inside the linear's flow-graph node, the consumer must be able to
+  // start when the linear does: in every plan, right after it, waiting for
+  // nothing the linear does not wait for. (Each plan is looked at once, in
+  // its own length: a file of many plans loads in linear time.)
+  std::vector<int32_t> producer_of(kernels_.size(), -1);
+  for (int32_t k = 0; k < n; ++k)
+    if (candidate[static_cast<size_t>(k)] >= 0) producer_of[static_cast<size_t>(k + 1)] = k;
+  auto check = [&](const SectionPlan& sp) {
+    const auto& ks = sp.kernels;
+    for (size_t j = 0; j < ks.size(); ++j) {
+      const auto k = static_cast<size_t>(ks[j]);
+      if (const int32_t q = producer_of[k]; q >= 0 && (j == 0 || ks[j - 1] != q))
+        candidate[static_cast<size_t>(q)] = -1;
+      const int32_t c = candidate[k];
+      if (c < 0) continue;
+      bool ok = j + 1 < ks.size() && ks[j + 1] == c;
+      if (ok) {
+        const auto& mine = sp.preds[j];
+        for (int32_t q : sp.preds[j + 1])
+          ok &= q == static_cast<int32_t>(j) || std::binary_search(mine.begin(), mine.end(), q);
+      }
+      if (!ok) candidate[k] = -1;
+    }
+  };
+  for (const SectionPlan& sp : sections_) check(sp);
+  for (const SectionPlan& sp : units_) check(sp);
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t c = candidate[static_cast<size_t>(k)];
+    if (c < 0) continue;
+    KernelPlan& p = kernels_[static_cast<size_t>(k)];
+    KernelPlan& q = kernels_[static_cast<size_t>(c)];
+    p.rows_consumer = c;
+    q.rows_producer = k;
+    p.pair_name = p.name + "+" + q.name;
+    p.pair_flops = p.flops + q.flops;
+    const auto& t = desc_.tensors[static_cast<size_t>(p.steps[0].outputs[0])];
+    p.pair_bytes = std::max(0.0, p.bytes + q.bytes - static_cast<double>(t.nbytes));
   }
 }
 

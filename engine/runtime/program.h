@@ -44,6 +44,18 @@ struct KernelPlan {
   // Set when the kernel's elementwise chain runs as one tiled pass
   // (fused_elementwise.h); null: its steps run one by one.
   std::shared_ptr<const FusedElementwise> fused;
+  // A lone linear whose output the next kernel, in every plan that holds
+  // either, normalizes row by row (layer_norm, alone or leading a fused
+  // chain) and may wait for nothing but this kernel and what this kernel
+  // waits for: that kernel's index, else -1. The runtime may run it inside
+  // this kernel's product, on each run of rows as the product finishes
+  // them, while they are in cache (ops::RowsWork; the product decides).
+  int32_t rows_consumer = -1;
+  int32_t rows_producer = -1;  // on such a consumer: the linear
+  // The pair as one kernel, for profiles: "<linear>+<consumer>", the sum of
+  // their flops, and their bytes less the product's output read back.
+  std::string pair_name;
+  double pair_flops = 0, pair_bytes = 0;
 };
 
 struct SectionPlan {
@@ -102,6 +114,8 @@ class Program {
   void build_kernel(const pef::KernelDesc& kd);
   void build_section(const pef::SectionDesc& sd);
   void build_units();
+  // Sets rows_consumer and rows_producer, once sections and units are built.
+  void pair_row_consumers();
   // Plans the fused pass of every elementwise chain, once all kernels are
   // known: an intermediate is stored only when something else reads it.
   void plan_fusion();

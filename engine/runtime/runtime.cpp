@@ -42,6 +42,9 @@ Runtime::Runtime(pef::ProgramDesc program, ThreadPool& pool, Profiler* profiler)
   for (const auto& a : program_->desc().argins) argins_.push_back(a.default_value);
   for (const auto& k : program_->kernels())
     kernel_names_.push_back(profiler_ ? profiler_->intern(k.name) : std::string_view());
+  for (const auto& k : program_->kernels())
+    kernel_names_.push_back(profiler_ && !k.pair_name.empty() ? profiler_->intern(k.pair_name)
+                                                               : std::string_view());
   for (const auto& s : program_->sections())
     section_names_.push_back(profiler_ ? profiler_->intern(s.name) : std::string_view());
   for (const auto& u : program_->units())

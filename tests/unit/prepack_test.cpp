@@ -22,6 +22,7 @@
 #include "engine/profile/profiler.h"
 #include "engine/runtime/runtime.h"
 #include "op_test_util.h"
+#include "prepack_test_util.h"
 
 namespace samba::runtime {
 namespace {
@@ -32,8 +33,11 @@ using testing::named;
 using testing::rand_tensor;
 using testing::round_trip;
 using testing::values;
+using testing::level_has_packed_kernel;
+using testing::load_prepacked;
+using testing::PackBuffer;
+using testing::run_one;
 
-bool level_has_packed_kernel() { return ops::prepacked_b_floats(8, 8) > 0; }
 
 // Whether `got`, a product read from pre-packed weights, is `want`, the same
 // product packed per call: below AVX-512 the packed kernel reads the pack and
@@ -50,14 +54,6 @@ bool same_product(const Tensor& got, const Tensor& want) {
     if (!(std::abs(g[i] - w[i]) <= 1e-4 * std::max(1.0, std::abs(w[i])))) return false;
   return true;
 }
-
-// An aligned buffer for one packed operand.
-struct PackBuffer {
-  explicit PackBuffer(size_t floats)
-      : p(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) {}
-  ~PackBuffer() { std::free(p); }
-  float* p;
-};
 
 // ---- the GEMM layer ------------------------------------------------------------
 
@@ -159,23 +155,6 @@ GraphSpec inference_spec(const Mlp& m, int64_t rows = 128) {
   return s;
 }
 
-// The runtime with SAMBA_PREPACK set to `prepack` (unset when null).
-std::unique_ptr<Runtime> load(const pef::ProgramDesc& p, ThreadPool& pool, const char* prepack) {
-  if (prepack)
-    setenv("SAMBA_PREPACK", prepack, 1);
-  else
-    unsetenv("SAMBA_PREPACK");
-  auto rt = std::make_unique<Runtime>(round_trip(p), pool, nullptr);
-  unsetenv("SAMBA_PREPACK");
-  return rt;
-}
-
-Tensor run(Runtime& rt, const Tensor& x) {
-  RunRequest r;
-  r.inputs = {x};
-  return rt.run(r)[0];
-}
-
 // With new weights, the model run eagerly.
 Tensor eager(const Mlp& m, const Tensor& x) {
   autograd::NoGradGuard ng;
@@ -197,8 +176,8 @@ compiler::CompileOptions with_precision(compiler::MixedPrecision mixed) {
 struct Loaded {
   explicit Loaded(compiler::MixedPrecision mixed = compiler::MixedPrecision::None)
       : program(compiler::compile_program({inference_spec(m)}, with_precision(mixed))),
-        packed(load(program, pool, nullptr)),
-        unpacked(load(program, pool, "0")) {}
+        packed(load_prepacked(program, pool, nullptr)),
+        unpacked(load_prepacked(program, pool, "0")) {}
   Mlp m;
   ThreadPool pool{2};
   pef::ProgramDesc program;
@@ -215,14 +194,14 @@ TEST(PrepackedWeights, InferenceIsThatWithoutPrePacking) {
   EXPECT_GE(l.packed->prepacked()->bytes(), (600 * 96 + 80 * 96) * sizeof(float));
   EXPECT_EQ(l.unpacked->prepacked(), nullptr);
   const Tensor x = x_input();
-  const Tensor got = run(*l.packed, x);
-  EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
+  const Tensor got = run_one(*l.packed, x);
+  EXPECT_TRUE(same_product(got, run_one(*l.unpacked, x)));
   expect_near(got, eager(l.m, x));
   EXPECT_EQ(l.packed->prepacked()->packs(), 1);
   // Whatever the kernel, a run's result does not depend on the threads.
   ThreadPool one(1);
-  EXPECT_EQ(bytes_of(run(*load(l.program, one, nullptr), x)), bytes_of(got));
-  run(*l.packed, x);
+  EXPECT_EQ(bytes_of(run_one(*load_prepacked(l.program, one, nullptr), x)), bytes_of(got));
+  run_one(*l.packed, x);
   EXPECT_EQ(l.packed->prepacked()->packs(), 1) << "a run that writes nothing re-packed";
 }
 
@@ -233,23 +212,23 @@ TEST(PrepackedWeights, ASmallBatchReadsItsWeightsPackedWhereAKernelDoes) {
   Mlp m;
   ThreadPool pool(2);
   const pef::ProgramDesc program = compiler::compile_program({inference_spec(m, 16)}, {});
-  std::unique_ptr<Runtime> packed = load(program, pool, nullptr);
-  std::unique_ptr<Runtime> unpacked = load(program, pool, "0");
+  std::unique_ptr<Runtime> packed = load_prepacked(program, pool, nullptr);
+  std::unique_ptr<Runtime> unpacked = load_prepacked(program, pool, "0");
   if (active_isa() >= IsaLevel::Avx512) {
     ASSERT_NE(packed->prepacked(), nullptr);
     EXPECT_EQ(packed->prepacked()->weights(), 2u);
   }
   const Tensor x = x_input(5, 16);
-  const Tensor got = run(*packed, x);
+  const Tensor got = run_one(*packed, x);
   expect_near(got, eager(m, x));
-  expect_near(got, run(*unpacked, x));
+  expect_near(got, run_one(*unpacked, x));
 }
 
 TEST(PrepackedWeights, AnUnknownSettingWarnsAndPacks) {
   if (!level_has_packed_kernel()) GTEST_SKIP() << "no packed kernel at this ISA level";
   Mlp m;
   ThreadPool pool(2);
-  auto rt = load(compiler::compile_program({inference_spec(m)}, {}), pool, "yes please");
+  auto rt = load_prepacked(compiler::compile_program({inference_spec(m)}, {}), pool, "yes please");
   EXPECT_NE(rt->prepacked(), nullptr);
 }
 
@@ -259,11 +238,11 @@ TEST(PrepackedWeights, AnUnknownSettingWarnsAndPacks) {
 // model's within fp32 rounding.
 void expect_every_write_reaches_the_next_run(Loaded& l, bool near_eager) {
   const Tensor x = x_input();
-  const Tensor before = run(*l.packed, x);  // packs the load-time weights
+  const Tensor before = run_one(*l.packed, x);  // packs the load-time weights
   const auto check = [&](const char* path) {
     SCOPED_TRACE(path);
-    const Tensor got = run(*l.packed, x);
-    EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
+    const Tensor got = run_one(*l.packed, x);
+    EXPECT_TRUE(same_product(got, run_one(*l.unpacked, x)));
     EXPECT_NE(bytes_of(got), bytes_of(before));
     if (near_eager) expect_near(got, eager(l.m, x));
   };
@@ -296,9 +275,9 @@ void expect_every_write_reaches_the_next_run(Loaded& l, bool near_eager) {
   l.packed->load_checkpoint(ckpt.string(), params, true);
   l.unpacked->load_checkpoint(ckpt.string(), params, true);
   std::filesystem::remove(ckpt);
-  const Tensor got = run(*l.packed, x);
+  const Tensor got = run_one(*l.packed, x);
   EXPECT_EQ(bytes_of(got), bytes_of(before));
-  EXPECT_TRUE(same_product(got, run(*l.unpacked, x)));
+  EXPECT_TRUE(same_product(got, run_one(*l.unpacked, x)));
 }
 
 TEST(PrepackedWeights, EveryWriteToAWeightReachesTheNextRun) {
@@ -328,8 +307,8 @@ TEST(PrepackedWeights, Bf16CastsOfWeightsAreComputedAtLoadWithTheSameBits) {
   EXPECT_EQ(l.packed->prepacked()->casts(), 3u);
   EXPECT_EQ(l.unpacked->prepacked(), nullptr);
   const Tensor x = x_input();
-  const Tensor got = run(*l.packed, x);
-  EXPECT_EQ(bytes_of(got), bytes_of(run(*l.unpacked, x)));
+  const Tensor got = run_one(*l.packed, x);
+  EXPECT_EQ(bytes_of(got), bytes_of(run_one(*l.unpacked, x)));
   EXPECT_EQ(l.packed->prepacked()->packs(), 1);
   // sn_data of a cast's output reads the values the runs used: the weight's cast.
   const auto casts = weight_casts(l.program);
@@ -340,7 +319,7 @@ TEST(PrepackedWeights, Bf16CastsOfWeightsAreComputedAtLoadWithTheSameBits) {
     const Tensor want = call1("cast", {l.packed->read(weight)}, {{"dtype", DType::BFloat16}});
     EXPECT_EQ(bytes_of(l.packed->read(cast)), bytes_of(want));
   }
-  run(*l.packed, x);
+  run_one(*l.packed, x);
   EXPECT_EQ(l.packed->prepacked()->packs(), 1) << "a run that writes nothing cast again";
 }
 
@@ -358,10 +337,10 @@ TEST(PrepackedWeights, TheProfileShowsEachPackingAndItsBytes) {
   Runtime rt(round_trip(compiler::compile_program({inference_spec(m)}, {})), pool, &profiler);
   const auto id = profiler.start(category_bit(ProfileCategory::Runtime));
   const Tensor x = x_input();
-  run(rt, x);
-  run(rt, x);  // nothing written in between: nothing packed
+  run_one(rt, x);
+  run_one(rt, x);  // nothing written in between: nothing packed
   rt.write("w1", m.w1);
-  run(rt, x);
+  run_one(rt, x);
   const ProfileTrace t = profiler.stop(id);
   int packings = 0;
   for (const ProfileEvent& e : t.events) {
@@ -384,7 +363,7 @@ TEST(PrepackedWeights, ConcurrentRunsAfterAWriteUseTheNewWeights) {
     l.packed->write("w1", w);
     l.unpacked->write("w1", w);
     std::vector<Tensor> want;
-    for (const Tensor& x : inputs) want.push_back(run(*l.unpacked, x));
+    for (const Tensor& x : inputs) want.push_back(run_one(*l.unpacked, x));
     // The first runs after the write race to re-pack; every one must see
     // the new weights, in whichever context it gets.
     std::vector<int> mismatches(kThreads, 0);
@@ -392,7 +371,7 @@ TEST(PrepackedWeights, ConcurrentRunsAfterAWriteUseTheNewWeights) {
     for (int t = 0; t < kThreads; ++t)
       threads.emplace_back([&, t] {
         for (int i = 0; i < kRuns; ++i)
-          if (!same_product(run(*l.packed, inputs[t]), want[t])) ++mismatches[t];
+          if (!same_product(run_one(*l.packed, inputs[t]), want[t])) ++mismatches[t];
       });
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "round " << round << " thread " << t;
@@ -418,12 +397,12 @@ void expect_training_packs_nothing(compiler::MixedPrecision mixed) {
   s.optimizers.push_back(o);
   ThreadPool pool(2);
   const pef::ProgramDesc p = compiler::compile_program({s}, with_precision(mixed));
-  auto rt = load(p, pool, nullptr);
-  auto unpacked = load(p, pool, "0");
+  auto rt = load_prepacked(p, pool, nullptr);
+  auto unpacked = load_prepacked(p, pool, "0");
   EXPECT_EQ(rt->prepacked(), nullptr);
   for (int step = 0; step < 3; ++step) {
     const Tensor x = x_input(50 + static_cast<uint32_t>(step));
-    EXPECT_EQ(bytes_of(run(*rt, x)), bytes_of(run(*unpacked, x))) << "step " << step;
+    EXPECT_EQ(bytes_of(run_one(*rt, x)), bytes_of(run_one(*unpacked, x))) << "step " << step;
   }
   EXPECT_EQ(bytes_of(rt->read("w1")), bytes_of(unpacked->read("w1")));
 }

@@ -33,19 +33,49 @@ struct PrepackedRows {
 
   // C[Mr x nr] = alpha * A[Mr x k] * (panel of B from column `col`) + beta * C,
   // a at the block's first row, c at its top-left element.
+  // The panel the tile reads next, fetched into L2 while the blocks of the
+  // current one run, a slice per block: the first block to read a panel
+  // otherwise waits on L3 for every line of it, as the hardware prefetcher
+  // runs only a few lines ahead of a stream read at the FMA rate.
+  struct NextPanel {
+    int64_t col = -1;  // the panel's first column; -1: none
+    int64_t blocks = 1;  // blocks the current panel is read by
+    int64_t block = 0;   // the block running now
+  };
+
   template <int64_t Mr>
-  static void block(const GemmArgs<float>& g, const float* a, float* c, int64_t col, int64_t nr) {
+  static void block(const GemmArgs<float>& g, const float* a, float* c, int64_t col, int64_t nr,
+                    const NextPanel& next) {
     V acc[Mr][2];
 #pragma GCC unroll 8
     for (int64_t r = 0; r < Mr; ++r) acc[r][0] = acc[r][1] = Vec::zero();
     const int64_t k = g.k, lda = g.a.ld, kc_max = P::template depth_block<kKc>(k);
     const int64_t n_pad = (g.n + kNr - 1) / kNr * kNr;
+    constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(float));
     for (int64_t pc = 0; pc < k; pc += kc_max) {
       const int64_t kc = P::min64(kc_max, k - pc);
       const float* pb = g.b_packed + pc * n_pad + col * kc;
       const float* ap = a + pc;
+      // This block's slice of the next panel's part at this depth block
+      // (kc * kNr floats, contiguous): one line every `every` depth steps.
+      const float* fetch = nullptr;
+      int64_t lines = 0, every = kc + 1;
+      if (next.col >= 0) {
+        const int64_t total = kc * kNr / kLine;
+        const int64_t first = total * next.block / next.blocks;
+        lines = total * (next.block + 1) / next.blocks - first;
+        fetch = g.b_packed + pc * n_pad + next.col * kc + first * kLine;
+        if (lines > 0) every = kc / lines > 0 ? kc / lines : 1;
+      }
+      int64_t countdown = every;
 #pragma GCC unroll 2
       for (int64_t p = 0; p < kc; ++p) {
+        if (--countdown == 0 && lines > 0) {
+          __builtin_prefetch(fetch, 0, 2);
+          fetch += kLine;
+          --lines;
+          countdown = every;
+        }
         const V b0 = Vec::load(pb + p * kNr), b1 = Vec::load(pb + p * kNr + Vec::kLanes);
 #pragma GCC unroll 8
         for (int64_t r = 0; r < Mr; ++r) {
@@ -54,27 +84,30 @@ struct PrepackedRows {
           acc[r][1] = Vec::fmadd(av, b1, acc[r][1]);
         }
       }
+      for (; lines > 0; --lines, fetch += kLine) __builtin_prefetch(fetch, 0, 2);
     }
     P::template store_block<Mr>(acc, c, g.ldc, Mr, nr, {g.alpha, g.beta, true});
   }
 
   // Every row of the tile against one panel: blocks of kMr rows, then one
-  // block of the rest.
+  // block of the rest; the blocks fetch panel `next_col` (-1: none).
   static void panel(const GemmArgs<float>& g, const float* a, float* c, int64_t rows, int64_t col,
-                    int64_t nr) {
+                    int64_t nr, int64_t next_col) {
+    NextPanel next{next_col, (rows + kMr - 1) / kMr, 0};
     int64_t i = 0;
-    for (; i + kMr <= rows; i += kMr) block<kMr>(g, a + i * g.a.ld, c + i * g.ldc, col, nr);
+    for (; i + kMr <= rows; i += kMr, ++next.block)
+      block<kMr>(g, a + i * g.a.ld, c + i * g.ldc, col, nr, next);
     const float* ar = a + i * g.a.ld;
     float* cr = c + i * g.ldc;
     static_assert(kMr <= 8, "the remainder blocks below are 1 to 7 rows");
     switch (rows - i) {
-      case 7: return block<7>(g, ar, cr, col, nr);
-      case 6: return block<6>(g, ar, cr, col, nr);
-      case 5: return block<5>(g, ar, cr, col, nr);
-      case 4: return block<4>(g, ar, cr, col, nr);
-      case 3: return block<3>(g, ar, cr, col, nr);
-      case 2: return block<2>(g, ar, cr, col, nr);
-      case 1: return block<1>(g, ar, cr, col, nr);
+      case 7: return block<7>(g, ar, cr, col, nr, next);
+      case 6: return block<6>(g, ar, cr, col, nr, next);
+      case 5: return block<5>(g, ar, cr, col, nr, next);
+      case 4: return block<4>(g, ar, cr, col, nr, next);
+      case 3: return block<3>(g, ar, cr, col, nr, next);
+      case 2: return block<2>(g, ar, cr, col, nr, next);
+      case 1: return block<1>(g, ar, cr, col, nr, next);
       default: return;
     }
   }
@@ -101,10 +134,15 @@ struct PrepackedRows {
       for (int64_t jr = 0; jr < cols; jr += kNr) {
         const int64_t nr = P::min64(kNr, cols - jr);
         float* cp = c + (r0 + i0) * g.ldc + c0 + jr;
-        panel(g, at, cp, n_rows, c0 + jr, nr);
+        // The next panel of this run, or the tile's first for the next run.
+        const int64_t next = jr + kNr < cols ? c0 + jr + kNr : i0 + run < rows ? c0 : -1;
+        panel(g, at, cp, n_rows, c0 + jr, nr, next);
         // The panel's block of C is final and still in cache.
         P::epilogue(g, cp, n_rows, nr, g.bias ? g.bias + c0 + jr : nullptr);
       }
+      // Whole rows (the GEMM layer cuts such tiles when g.rows is set): the
+      // run's rows are final, and the last panels' part of them in cache.
+      if (g.rows) (*g.rows)(r0 + i0, n_rows);
     }
   }
 
