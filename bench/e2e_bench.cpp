@@ -238,8 +238,16 @@ nlohmann::json kernel_profile(const std::string& key, int steps, double memcpy_b
   const double step_ns = static_cast<double>(Profiler::now_ns() - t0) / steps;
   const ProfileTrace trace = profiler.stop(id);
 
-  std::map<std::string_view, const runtime::KernelPlan*> plan_of;
-  for (const auto& k : rt.program().kernels()) plan_of[k.name] = &k;
+  // A kernel, or a pair the runtime runs as one (KernelPlan::pair_name).
+  struct Cost {
+    double flops, bytes;
+    Fusion fusion;
+  };
+  std::map<std::string_view, Cost> plan_of;
+  for (const auto& k : rt.program().kernels()) {
+    plan_of[k.name] = {k.flops, k.bytes, k.fusion};
+    if (!k.pair_name.empty()) plan_of[k.pair_name] = {k.pair_flops, k.pair_bytes, k.fusion};
+  }
   nlohmann::json kernels = nlohmann::json::array();
   double kernel_ns = 0, section_ns = 0, run_ns = 0;
   for (const ProfileStats& s : summarize(trace)) {
@@ -250,12 +258,12 @@ nlohmann::json kernel_profile(const std::string& key, int steps, double memcpy_b
     if (s.category != ProfileCategory::Kernel) continue;
     kernel_ns += per_step;
     auto it = plan_of.find(s.name);
-    const double flops = it != plan_of.end() ? it->second->flops : 0;
-    const double bytes = it != plan_of.end() ? it->second->bytes : 0;
+    const double flops = it != plan_of.end() ? it->second.flops : 0;
+    const double bytes = it != plan_of.end() ? it->second.bytes : 0;
     const double calls = static_cast<double>(s.count) / steps;
     kernels.push_back(
         {{"kernel", std::string(s.name)},
-         {"fusion", it != plan_of.end() ? std::string(fusion_name(it->second->fusion)) : ""},
+         {"fusion", it != plan_of.end() ? std::string(fusion_name(it->second.fusion)) : ""},
          {"us_per_step", per_step * 1e-3},
          {"calls_per_step", calls},
          {"share_of_step", per_step / step_ns},
