@@ -98,7 +98,6 @@ void layer_norm_forward(const C* x, const C* w, const C* b, C* y, RowLayout l, d
   });
 }
 
-
 // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w,
 // xhat = (x - mean) * rstd; dw = sum over rows of g * xhat; db = sum of g.
 template <typename C>

@@ -31,18 +31,19 @@ struct PrepackedRows {
   // into two equal blocks; at 8 lanes (16 registers) 6 is the most that fits.
   static constexpr int64_t kMr = Vec::kLanes == 16 ? 8 : 6;
 
-  // C[Mr x nr] = alpha * A[Mr x k] * (panel of B from column `col`) + beta * C,
-  // a at the block's first row, c at its top-left element.
   // The panel the tile reads next, fetched into L2 while the blocks of the
   // current one run, a slice per block: the first block to read a panel
   // otherwise waits on L3 for every line of it, as the hardware prefetcher
   // runs only a few lines ahead of a stream read at the FMA rate.
   struct NextPanel {
-    int64_t col = -1;  // the panel's first column; -1: none
+    int64_t col = -1;    // the panel's first column; -1: none
     int64_t blocks = 1;  // blocks the current panel is read by
     int64_t block = 0;   // the block running now
   };
 
+  // C[Mr x nr] = alpha * A[Mr x k] * (panel of B from column `col`) + beta * C,
+  // a at the block's first row, c at its top-left element; the block's
+  // slice of the `next` panel fetched on the way.
   template <int64_t Mr>
   static void block(const GemmArgs<float>& g, const float* a, float* c, int64_t col, int64_t nr,
                     const NextPanel& next) {
