@@ -76,6 +76,24 @@ void ExecutionContext::build_tensors(const DeviceMemory& state) {
   }
 }
 
+namespace {
+
+// A step's output slot pointed at the bytes a fused pass chose for it,
+// restored on leaving (also when the step throws).
+class OutputInPlaceOf {
+ public:
+  OutputInPlaceOf(Tensor& slot, const Tensor& out) : slot_(slot), own_(slot) { slot_ = out; }
+  ~OutputInPlaceOf() { slot_ = std::move(own_); }
+  OutputInPlaceOf(const OutputInPlaceOf&) = delete;
+  OutputInPlaceOf& operator=(const OutputInPlaceOf&) = delete;
+
+ private:
+  Tensor& slot_;
+  Tensor own_;
+};
+
+}  // namespace
+
 void ExecutionContext::run_step(int32_t kernel, size_t i, const RunValues& values,
                                 ops::OutputTail* tail, ops::RowsWork* rows) {
   const KernelPlan& plan = program_->kernels()[static_cast<size_t>(kernel)];
@@ -119,12 +137,7 @@ void ExecutionContext::run_steps(int32_t kernel, const RunValues& values) {
     // step runs on its own below.
     Tensor& first_out = steps[0].outputs[0];
     auto produce = [&](const Tensor& out, ops::OutputTail* tail) {
-      struct Restore {
-        Tensor& slot;
-        Tensor own;
-        ~Restore() { slot = std::move(own); }
-      } restore{first_out, first_out};
-      first_out = out;
+      const OutputInPlaceOf swap(first_out, out);
       run_step(kernel, 0, values, tail);
     };
     // By reference: a std::function holding the lambda itself would allocate.
@@ -148,10 +161,7 @@ bool ExecutionContext::pairs(int32_t kernel) const {
 namespace {
 
 bool overlap(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const auto* pa = static_cast<const std::byte*>(a.raw_data());
-  const auto* pb = static_cast<const std::byte*>(b.raw_data());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+  return a.defined() && b.defined() && bytes_meet(a.raw_data(), a.nbytes(), b.raw_data(), b.nbytes());
 }
 
 }  // namespace
@@ -189,12 +199,7 @@ bool ExecutionContext::run_pair(int32_t kernel, const RunValues& values) {
     }
     // The product did not take the rows: the consumer's own kernel, as
     // when run apart.
-    struct Restore {
-      Tensor& slot;
-      Tensor own;
-      ~Restore() { slot = std::move(own); }
-    } restore{lead.outputs[0], lead.outputs[0]};
-    lead.outputs[0] = out;
+    const OutputInPlaceOf swap(lead.outputs[0], out);
     run_step(consumer, 0, values, tail);
   };
   // By reference: a std::function holding the lambda itself would allocate.

@@ -203,7 +203,7 @@ bool FusedElementwise::overlaps_badly(char* const* base) const {
       if (r == w) continue;
       const char* rlo = base[r];
       const char* rhi = rlo + tensors_[r].nbytes;
-      if (rhi <= wlo || whi <= rlo) continue;
+      if (!bytes_meet(wlo, tensors_[w].nbytes, rlo, tensors_[r].nbytes)) continue;
       // The same bytes, element for element (a tensor reusing a dead
       // input's memory): each tile reads them before it writes them, as
       // the ops run one by one would.
@@ -226,16 +226,13 @@ bool FusedElementwise::run(const std::vector<Tensor>& tensors) const {
 
 bool FusedElementwise::producer_overlaps(const std::vector<Tensor>& tensors,
                                          char* const* base) const {
-  auto meet = [](const char* a, uint64_t an, const char* b, uint64_t bn) {
-    return a < b + bn && b < a + an;
-  };
   for (int32_t t : producer_reads_) {
     const Tensor& r = tensors[static_cast<size_t>(t)];
     const auto* lo = static_cast<const char*>(r.raw_data());
     const uint64_t n = r.nbytes();
     for (size_t w = 0; w < tensors_.size(); ++w)
       if ((tensors_[w].written || static_cast<int32_t>(w) == produced_) &&
-          meet(base[w], tensors_[w].nbytes, lo, n))
+          bytes_meet(base[w], tensors_[w].nbytes, lo, n))
         return true;
   }
   // The producer writes a block before the tail reads the chain's operands
@@ -243,7 +240,7 @@ bool FusedElementwise::producer_overlaps(const std::vector<Tensor>& tensors,
   const auto p = static_cast<size_t>(produced_);
   const auto result = static_cast<size_t>(steps_.back().stored);
   for (size_t r = 0; r < tensors_.size(); ++r) {
-    if (r == p || !meet(base[p], tensors_[p].nbytes, base[r], tensors_[r].nbytes)) continue;
+    if (r == p || !bytes_meet(base[p], tensors_[p].nbytes, base[r], tensors_[r].nbytes)) continue;
     if (r != result || base[r] != base[p] || tensors_[r].nbytes != tensors_[p].nbytes) return true;
   }
   return false;

@@ -35,6 +35,13 @@
 
 namespace samba::runtime {
 
+// Whether the an bytes at a and the bn bytes at b share any byte.
+inline bool bytes_meet(const void* a, uint64_t an, const void* b, uint64_t bn) {
+  const auto* pa = static_cast<const char*>(a);
+  const auto* pb = static_cast<const char*>(b);
+  return pa < pb + bn && pb < pa + an;
+}
+
 class FusedElementwise {
  public:
   // Up to this many distinct tensors a fused pass reads or stores, and
