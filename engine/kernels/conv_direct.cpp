@@ -340,6 +340,30 @@ bool unit_stride(const ConvGeometry& g) {
          g.p.dilation.w == 1;
 }
 
+// The problem as the Winograd kernel takes it, where `layout` lets it run
+// and it costs less than the direct kernel's cheapest plan (or is forced).
+std::optional<detail::WinogradProblem> winograd_problem(const ConvDirectKernels& k,
+                                                        const DirectProblem& p,
+                                                        DirectLayout layout) {
+  if ((layout != DirectLayout::Cheapest && layout != DirectLayout::Winograd) || p.kernel_h != 3 ||
+      p.kernel_w != 3)
+    return std::nullopt;
+  const detail::WinogradProblem w{p.batch, p.in_channels, p.in_h,        p.in_w,
+                                  p.pad_h, p.pad_w,       p.out_channels};
+  const double cycles = detail::winograd_cycles(k, w);
+  if (cycles < 0) return std::nullopt;
+  if (layout == DirectLayout::Cheapest) {
+    const std::optional<DirectPlan> direct = choose_plan(k, p, layout);
+    if (direct && direct->cycles <= cycles) return std::nullopt;
+  }
+  return w;
+}
+
+DirectProblem forward_problem(const ConvGeometry& g) {
+  return {g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
+          g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+}
+
 }  // namespace
 
 namespace {
@@ -356,13 +380,11 @@ struct ForwardPlan {
 std::optional<ForwardPlan> forward_plan(ScratchFrame& frame, const ConvGeometry& g,
                                         const float* weight, DirectLayout layout) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
-  if (!k || !unit_stride(g)) return std::nullopt;
-  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
-                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
-  const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
+  if (!k || !unit_stride(g) || layout == DirectLayout::Winograd) return std::nullopt;
+  const std::optional<DirectPlan> plan = choose_plan(*k, forward_problem(g), layout);
   if (!plan) return std::nullopt;
   return ForwardPlan{k, *plan,
-                     pack_weight(frame, p, k->blocks[plan->block].channels,
+                     pack_weight(frame, plan->p, k->blocks[plan->block].channels,
                                  [&](int64_t o, int64_t c, int64_t i, int64_t j) {
                                    return weight[((o * g.in_channels + c) * g.kernel_h + i) *
                                                      g.kernel_w +
@@ -372,15 +394,29 @@ std::optional<ForwardPlan> forward_plan(ScratchFrame& frame, const ConvGeometry&
 
 }  // namespace
 
+// conv2d's forward with the Winograd kernel, where winograd_problem picks it.
+bool forward_winograd(const ConvGeometry& g, const float* x, const float* weight, const float* bias,
+                      bool relu, bool pool, float* out, const OutputTail* tail,
+                      DirectLayout layout) {
+  const ConvDirectKernels* k = detail::conv_direct_kernels();
+  if (!k || !unit_stride(g)) return false;
+  const std::optional<detail::WinogradProblem> w = winograd_problem(*k, forward_problem(g), layout);
+  return w && detail::run_winograd(*k, *w, x, weight, false, bias, relu, pool, out, tail);
+}
+
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
                            const float* bias, float* out, DirectLayout layout,
                            OutputTail* tail) {
+  // A tail that is a relu runs in the kernel's registers as it stores.
+  const bool relu = tail && tail->in_registers == Activation::Relu;
+  if (forward_winograd(g, x, weight, bias, relu, false, out, relu ? nullptr : tail, layout)) {
+    if (tail) tail->applied = true;
+    return true;
+  }
   ScratchFrame frame;
   const std::optional<ForwardPlan> f = forward_plan(frame, g, weight, layout);
   if (!f) return false;
   if (tail) tail->applied = true;
-  // A tail that is a relu runs in the kernel's registers as it stores.
-  const bool relu = tail && tail->in_registers == Activation::Relu;
   run_direct(*f->k, f->plan, f->packed, x, bias, out, tail, relu, false);
   return true;
 }
@@ -388,6 +424,7 @@ bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* w
 bool conv2d_direct_pool_forward(const ConvGeometry& g, const float* x, const float* weight,
                                 const float* bias, bool relu, float* out, DirectLayout layout) {
   if (g.out_h < 2 || g.out_w < 2) return false;
+  if (forward_winograd(g, x, weight, bias, relu, true, out, nullptr, layout)) return true;
   ScratchFrame frame;
   const std::optional<ForwardPlan> f = forward_plan(frame, g, weight, layout);
   if (!f) return false;
@@ -399,8 +436,7 @@ bool conv2d_direct_weight_grad(const ConvGeometry& g, const float* grad, const f
                                float* grad_weight) {
   const ConvDirectKernels* k = detail::conv_direct_kernels();
   if (!k || !unit_stride(g)) return false;
-  DirectProblem p{g.batch,    g.in_channels, g.in_h,         g.in_w,  g.p.padding.h, g.p.padding.w,
-                  g.kernel_h, g.kernel_w,    g.out_channels, g.out_h, g.out_w};
+  DirectProblem p = forward_problem(g);
   p.column_copies = true;  // every weight row is then one contiguous run of output pixels
   if (!suits_direct(p)) return false;
   const int64_t rows = p.in_channels * p.taps(), pixels = p.out_h * p.out_w;
@@ -466,6 +502,11 @@ bool conv2d_direct_input_grad(const ConvGeometry& g, const float* grad, const fl
   if (pad_h < 0 || pad_w < 0) return false;
   DirectProblem p{g.batch,    g.out_channels, g.out_h,       g.out_w, pad_h, pad_w,
                   g.kernel_h, g.kernel_w,     g.in_channels, g.in_h,  g.in_w};
+  const std::optional<detail::WinogradProblem> w = winograd_problem(*k, p, layout);
+  if (w &&
+      detail::run_winograd(*k, *w, grad, weight, true, nullptr, false, false, grad_input, nullptr))
+    return true;
+  if (layout == DirectLayout::Winograd) return false;
   const std::optional<DirectPlan> plan = choose_plan(*k, p, layout);
   if (!plan) return false;
   const int64_t kh = g.kernel_h, kw = g.kernel_w;

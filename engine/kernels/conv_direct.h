@@ -35,6 +35,7 @@
 
 #include "engine/core/isa.h"
 #include "engine/kernels/conv_geometry.h"
+#include "engine/kernels/conv_winograd.h"
 #include "engine/kernels/output_tail.h"
 
 namespace samba::ops {
@@ -45,7 +46,9 @@ namespace samba::ops {
 // written) otherwise, or when the layout asked for does not suit it.
 // The input layouts of the kernel (above); tests force one to reach both.
 // ChannelLanes is the channel-lanes blocks (above), in the cheaper layout.
-enum class DirectLayout { Cheapest, PaddedPlanes, ColumnCopies, ChannelLanes };
+// Winograd is the Winograd F(2x2, 3x3) kernel (conv_winograd.h), for 3 x 3
+// kernels where the level has it; Cheapest picks it by the same estimate.
+enum class DirectLayout { Cheapest, PaddedPlanes, ColumnCopies, ChannelLanes, Winograd };
 
 bool conv2d_direct_forward(const ConvGeometry& g, const float* x, const float* weight,
                            const float* bias, float* out,
@@ -146,6 +149,10 @@ struct ConvDirectKernels {
   void (*copy_rows)(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch,
                     int64_t rows, int64_t len) = nullptr;
   void (*weight_grad)(const DirectWeightGradRun& a) = nullptr;
+  // Runs image `a` through the Winograd F(2x2, 3x3) kernel (conv_winograd.h);
+  // false (nothing written) when the image holds an infinity or a NaN. Null
+  // where the level has none.
+  bool (*winograd_image)(const WinogradImage& a) = nullptr;
 };
 
 // The table of the level in use, or null where it has no direct kernel.

@@ -5,6 +5,8 @@
 // every padding the kernel sees, and output buffers fenced by guard values
 // that must survive the masked row tails. At the generic level there is no
 // direct kernel and conv2d keeps im2col.
+#include "engine/kernels/conv_direct.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,9 +14,9 @@
 #include <cstring>
 #include <random>
 
+#include "conv_test_util.h"
 #include "engine/core/isa.h"
 #include "engine/core/parallel.h"
-#include "engine/kernels/conv_direct.h"
 #include "engine/kernels/conv_geometry.h"
 #include "op_test_util.h"
 
@@ -24,93 +26,6 @@ using samba::ops::ConvGeometry;
 using samba::ops::ConvParams;
 
 namespace {
-
-// A convolution of the sweep: x (batch, in, side_h, side_w), weight (out,
-// in, kernel_h, kernel_w), unit stride, symmetric padding.
-struct Shape {
-  int64_t batch, in, out, h, w, kh, kw, pad;
-  bool bias;
-};
-
-std::string shape_str(const Shape& s) {
-  return fmt::format("x [{}, {}, {}, {}] w [{}, {}, {}, {}] pad {}{}", s.batch, s.in, s.h, s.w,
-                     s.out, s.in, s.kh, s.kw, s.pad, s.bias ? " bias" : "");
-}
-
-ConvGeometry geometry(const Shape& s) {
-  ConvParams p;
-  p.padding = {s.pad, s.pad};
-  return ops::conv_geometry("conv2d", {s.batch, s.in, s.h, s.w}, {s.out, s.in, s.kh, s.kw}, p);
-}
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = u(gen);
-  return v;
-}
-
-// Calls f(x_index, w_index, out_index) for every product of the convolution.
-template <typename F>
-void for_each_product(const ConvGeometry& g, F f) {
-  const int64_t ph = g.p.padding.h, pw = g.p.padding.w;
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t o = 0; o < g.out_channels; ++o)
-      for (int64_t oh = 0; oh < g.out_h; ++oh)
-        for (int64_t ow = 0; ow < g.out_w; ++ow)
-          for (int64_t c = 0; c < g.in_channels; ++c)
-            for (int64_t i = 0; i < g.kernel_h; ++i)
-              for (int64_t j = 0; j < g.kernel_w; ++j) {
-                const int64_t ih = oh - ph + i, iw = ow - pw + j;
-                if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-                f(((n * g.in_channels + c) * g.in_h + ih) * g.in_w + iw,
-                  ((o * g.in_channels + c) * g.kernel_h + i) * g.kernel_w + j,
-                  ((n * g.out_channels + o) * g.out_h + oh) * g.out_w + ow);
-              }
-}
-
-// A buffer of n floats with kGuard sentinel floats on each side.
-constexpr int64_t kGuard = 64;
-constexpr float kSentinel = -12345.0f;
-struct Fenced {
-  std::vector<float> buf;
-  explicit Fenced(int64_t n) : buf(static_cast<size_t>(n + 2 * kGuard), kSentinel) {}
-  float* data() { return buf.data() + kGuard; }
-  int64_t size() const { return static_cast<int64_t>(buf.size()) - 2 * kGuard; }
-  // What a kernel that `ran` must have left: `want` inside, the guards
-  // intact; or everything untouched when it declined.
-  void expect_written(bool ran, const std::vector<double>& want) const {
-    if (!ran) {
-      EXPECT_TRUE(untouched());
-      return;
-    }
-    expect_guards_intact();
-    expect_near(want);
-  }
-  bool untouched() const {
-    return std::all_of(buf.begin(), buf.end(), [](float v) { return v == kSentinel; });
-  }
-  void expect_guards_intact() const {
-    for (int64_t k = 0; k < kGuard; ++k) {
-      EXPECT_EQ(buf[static_cast<size_t>(k)], kSentinel)
-          << "written " << kGuard - k << " floats before the output";
-      EXPECT_EQ(buf[buf.size() - 1 - static_cast<size_t>(k)], kSentinel)
-          << "written " << kGuard - k << " floats past the output";
-    }
-  }
-  void expect_near(const std::vector<double>& want) const {
-    ASSERT_EQ(static_cast<int64_t>(want.size()), size());
-    int64_t reported = 0;
-    for (int64_t k = 0; k < size() && reported < 5; ++k) {
-      const double got = buf[static_cast<size_t>(k + kGuard)];
-      if (std::abs(got - want[k]) > 1e-4 * (1.0 + std::abs(want[k]))) {
-        ADD_FAILURE() << "element " << k << ": got " << got << ", want " << want[k];
-        ++reported;
-      }
-    }
-  }
-};
 
 // The sweep: every image size with every kernel and padding that gives an
 // output, channel counts cycling through 1, 3, 16, 32 and 33 (in and out
@@ -148,8 +63,15 @@ std::string layout_name(DirectLayout l) {
       return "column copies";
     case DirectLayout::ChannelLanes:
       return "channel lanes";
+    case DirectLayout::Winograd:
+      return "Winograd";
   }
   return "?";
+}
+
+bool has_winograd_kernel() {
+  const ops::detail::ConvDirectKernels* k = ops::detail::conv_direct_kernels();
+  return k && k->winograd_image;
 }
 
 // Each sweep runs on 1 and 2 threads with the layout chosen by cost and
@@ -158,8 +80,9 @@ std::string layout_name(DirectLayout l) {
 std::vector<std::pair<int, DirectLayout>> runs() {
   std::vector<std::pair<int, DirectLayout>> r;
   for (int threads : {1, 2})
-    for (DirectLayout l : {DirectLayout::Cheapest, DirectLayout::PaddedPlanes,
-                           DirectLayout::ColumnCopies, DirectLayout::ChannelLanes})
+    for (DirectLayout l :
+         {DirectLayout::Cheapest, DirectLayout::PaddedPlanes, DirectLayout::ColumnCopies,
+          DirectLayout::ChannelLanes, DirectLayout::Winograd})
       r.push_back({threads, l});
   return r;
 }
@@ -168,9 +91,14 @@ std::vector<std::pair<int, DirectLayout>> runs() {
 // every run; `one` returns whether the direct kernel ran, which each layout
 // must have done for at least `minimum` shapes (none at the generic level),
 // the channel lanes for `lanes_minimum` (they need images of at least one
-// block of pixels).
+// block of pixels), Winograd for `winograd_minimum` (3 x 3 kernels, at
+// least one image per thread, and only at the levels that have it), or
+// kLayoutIgnored where `one` does not read the layout (each layout's run
+// then repeats the shapes and must reach `minimum`).
+constexpr int64_t kLayoutIgnored = -1;
 template <typename One>
-void for_each_run(int64_t minimum, int64_t lanes_minimum, One one) {
+void for_each_run(int64_t minimum, int64_t lanes_minimum, int64_t winograd_minimum, One one) {
+  const bool has_winograd = has_winograd_kernel();
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
   uint32_t seed = 1;
   for (auto [threads, layout] : runs()) {
@@ -182,24 +110,19 @@ void for_each_run(int64_t minimum, int64_t lanes_minimum, One one) {
       ran += one(s, geometry(s), layout, seed) ? 1 : 0;
       seed += 3;
     }
-    if (has_kernel)
-      EXPECT_GE(ran, layout == DirectLayout::ChannelLanes ? lanes_minimum : minimum)
+    if (winograd_minimum == kLayoutIgnored) {
+      EXPECT_GE(ran, has_kernel ? minimum : 0);
+      EXPECT_TRUE(has_kernel || ran == 0);
+    } else if (layout == DirectLayout::Winograd && !has_winograd)
+      EXPECT_EQ(ran, 0);
+    else if (has_kernel)
+      EXPECT_GE(ran, layout == DirectLayout::ChannelLanes ? lanes_minimum
+                     : layout == DirectLayout::Winograd   ? winograd_minimum
+                                                          : minimum)
           << layout_name(layout) << " ran for too few shapes: " << ran;
     else
       EXPECT_EQ(ran, 0);
   }
-}
-
-// conv2d of x with w (+ bias when not null), summed in double.
-std::vector<double> forward_sums(const ConvGeometry& g, const std::vector<float>& x,
-                                 const std::vector<float>& w, const float* bias) {
-  std::vector<double> out(static_cast<size_t>(g.batch * g.out_channels * g.out_pixels()), 0.0);
-  for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
-    out[oi] += static_cast<double>(x[xi]) * w[wi];
-  });
-  if (bias)
-    for (size_t i = 0; i < out.size(); ++i) out[i] += bias[(i / g.out_pixels()) % g.out_channels];
-  return out;
 }
 
 // Runs the direct forward of shape s in `layout` on random inputs from
@@ -228,64 +151,72 @@ TEST(ConvDirect, KernelOfTheLevelInUse) {
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(k->level, std::min(active_isa(), IsaLevel::Avx512));
   EXPECT_EQ(k->lanes, k->level == IsaLevel::Avx2 ? 8 : 16);
+  // The Winograd kernel is the AVX2 level's (measured faster there than its
+  // direct blocks on the digits net's second layer, docs/PERFORMANCE.md).
+  EXPECT_EQ(k->winograd_image != nullptr, k->level == IsaLevel::Avx2);
 }
 
 TEST(ConvDirect, ForwardMatchesDirectSumsWithoutWritingOutsideTheOutput) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(50, 35, [&](const Shape& s, const ConvGeometry&, DirectLayout layout,
-                           uint32_t seed) {
-    const bool ran = forward_in_layout(s, layout, seed);
-    if (layout == DirectLayout::Cheapest) {
-      EXPECT_EQ(ran, has_kernel);
-    }
-    return ran;
-  });
+  for_each_run(50, 35, 7,
+               [&](const Shape& s, const ConvGeometry&, DirectLayout layout, uint32_t seed) {
+                 const bool ran = forward_in_layout(s, layout, seed);
+                 if (layout == DirectLayout::Cheapest) {
+                   EXPECT_EQ(ran, has_kernel);
+                 }
+                 return ran;
+               });
 }
 
 TEST(ConvDirect, InputGradMatchesTheAdjointWithoutWritingOutsideIt) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(30, 20, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout,
-                           uint32_t seed) {
-    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
-    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
-    std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
-    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
-      want[xi] += static_cast<double>(grad[oi]) * w[wi];
-    });
-    Fenced dx(static_cast<int64_t>(want.size()));
-    const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
-    // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
-    const bool uncropped = s.pad < s.kh && s.pad < s.kw;
-    if (layout == DirectLayout::Cheapest) {
-      EXPECT_EQ(ran, has_kernel && uncropped);
-    }
-    if (!uncropped) {
-      EXPECT_FALSE(ran);
-    }
-    dx.expect_written(ran, want);
-    return ran;
-  });
+  for_each_run(
+      30, 20, 7, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+        const std::vector<float> grad =
+            random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+        const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+        std::vector<double> want(static_cast<size_t>(g.batch * g.in_channels * g.in_pixels()), 0.0);
+        for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+          want[xi] += static_cast<double>(grad[oi]) * w[wi];
+        });
+        Fenced dx(static_cast<int64_t>(want.size()));
+        const bool ran = ops::conv2d_direct_input_grad(g, grad.data(), w.data(), dx.data(), layout);
+        // A padding wider than kernel - 1 makes the adjoint a cropped convolution: im2col's.
+        const bool uncropped = s.pad < s.kh && s.pad < s.kw;
+        if (layout == DirectLayout::Cheapest) {
+          EXPECT_EQ(ran, has_kernel && uncropped);
+        }
+        if (!uncropped) {
+          EXPECT_FALSE(ran);
+        }
+        dx.expect_written(ran, want);
+        return ran;
+      });
 }
 
 TEST(ConvDirect, WeightGradMatchesTheAdjoint) {
   // Only the column-copies layout serves the weight gradient: the layout
   // argument of the sweep does not apply, so each run repeats the shapes.
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(40, 40, [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
-    const std::vector<float> grad = random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
-    const std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed + 1);
-    std::vector<double> want(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 0.0);
-    for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
-      want[wi] += static_cast<double>(grad[oi]) * x[xi];
-    });
-    Fenced dw(static_cast<int64_t>(want.size()));
-    const bool ran = ops::conv2d_direct_weight_grad(g, grad.data(), x.data(), dw.data());
-    if (!has_kernel) {
-      EXPECT_FALSE(ran);
-    }
-    dw.expect_written(ran, want);
-    return ran;
-  });
+  for_each_run(40, 40, kLayoutIgnored,
+               [&](const Shape& s, const ConvGeometry& g, DirectLayout, uint32_t seed) {
+                 const std::vector<float> grad =
+                     random_floats(g.batch * g.out_channels * g.out_pixels(), seed);
+                 const std::vector<float> x =
+                     random_floats(g.batch * g.in_channels * g.in_pixels(), seed + 1);
+                 std::vector<double> want(static_cast<size_t>(s.out * s.in * s.kh * s.kw), 0.0);
+                 for_each_product(g, [&](int64_t xi, int64_t wi, int64_t oi) {
+                   want[wi] += static_cast<double>(grad[oi]) * x[xi];
+                 });
+                 Fenced dw(static_cast<int64_t>(want.size()));
+                 const bool ran =
+                     ops::conv2d_direct_weight_grad(g, grad.data(), x.data(), dw.data());
+                 if (!has_kernel) {
+                   EXPECT_FALSE(ran);
+                 }
+                 dw.expect_written(ran, want);
+                 return ran;
+               });
 }
 
 // max_pool2d's rule, tap after tap in window order: a later value replaces
@@ -300,50 +231,51 @@ float pick(float earlier, float later) {
 // whose last row or column no window covers, and guards around the output.
 TEST(ConvDirect, PooledForwardIsTheTwoByTwoMaxPoolingOfTheOutputBitForBit) {
   const bool has_kernel = ops::detail::conv_direct_kernels() != nullptr;
-  for_each_run(40, 20, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout,
-                           uint32_t seed) {
-    std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
-    if (seed % 2 == 1)
-      for (size_t i = seed % 37; i < x.size(); i += 211) x[i] = std::nanf("");
-    const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
-    const std::vector<float> b = random_floats(s.out, seed + 2);
-    const float* bias = s.bias ? b.data() : nullptr;
-    const int64_t ph = g.out_h / 2, pw = g.out_w / 2, planes = g.batch * g.out_channels;
-    bool ran = false;
-    for (bool relu : {false, true}) {
-      SCOPED_TRACE(relu ? "relu" : "no relu");
-      std::vector<float> full(static_cast<size_t>(planes * g.out_pixels()));
-      const bool unpooled =
-          ops::conv2d_direct_forward(g, x.data(), w.data(), bias, full.data(), layout);
-      Fenced out(planes * ph * pw);
-      ran = ops::conv2d_direct_pool_forward(g, x.data(), w.data(), bias, relu, out.data(), layout);
-      EXPECT_EQ(ran, unpooled && ph > 0 && pw > 0);
-      if (layout == DirectLayout::Cheapest) {
-        EXPECT_EQ(ran, has_kernel && ph > 0 && pw > 0);
-      }
-      if (!ran) {
-        EXPECT_TRUE(out.untouched());
-        continue;
-      }
-      out.expect_guards_intact();
-      auto at = [&](int64_t plane, int64_t h, int64_t c) {
-        const float v = full[static_cast<size_t>((plane * g.out_h + h) * g.out_w + c)];
-        return relu && v < 0.0f ? 0.0f : v;
-      };
-      int64_t reported = 0;
-      for (int64_t p = 0; p < planes; ++p)
-        for (int64_t i = 0; i < ph; ++i)
-          for (int64_t j = 0; j < pw; ++j) {
-            const float want = pick(pick(at(p, 2 * i, 2 * j), at(p, 2 * i, 2 * j + 1)),
-                                    pick(at(p, 2 * i + 1, 2 * j), at(p, 2 * i + 1, 2 * j + 1)));
-            const float got = out.data()[(p * ph + i) * pw + j];
-            if (std::memcmp(&got, &want, sizeof(float)) != 0 && reported++ < 5)
-              ADD_FAILURE() << "plane " << p << " window (" << i << ", " << j << "): got " << got
-                            << ", want " << want;
+  for_each_run(
+      40, 20, 7, [&](const Shape& s, const ConvGeometry& g, DirectLayout layout, uint32_t seed) {
+        std::vector<float> x = random_floats(g.batch * g.in_channels * g.in_pixels(), seed);
+        if (seed % 2 == 1)
+          for (size_t i = seed % 37; i < x.size(); i += 211) x[i] = std::nanf("");
+        const std::vector<float> w = random_floats(s.out * s.in * s.kh * s.kw, seed + 1);
+        const std::vector<float> b = random_floats(s.out, seed + 2);
+        const float* bias = s.bias ? b.data() : nullptr;
+        const int64_t ph = g.out_h / 2, pw = g.out_w / 2, planes = g.batch * g.out_channels;
+        bool ran = false;
+        for (bool relu : {false, true}) {
+          SCOPED_TRACE(relu ? "relu" : "no relu");
+          std::vector<float> full(static_cast<size_t>(planes * g.out_pixels()));
+          const bool unpooled =
+              ops::conv2d_direct_forward(g, x.data(), w.data(), bias, full.data(), layout);
+          Fenced out(planes * ph * pw);
+          ran = ops::conv2d_direct_pool_forward(g, x.data(), w.data(), bias, relu, out.data(),
+                                                layout);
+          EXPECT_EQ(ran, unpooled && ph > 0 && pw > 0);
+          if (layout == DirectLayout::Cheapest) {
+            EXPECT_EQ(ran, has_kernel && ph > 0 && pw > 0);
           }
-    }
-    return ran;
-  });
+          if (!ran) {
+            EXPECT_TRUE(out.untouched());
+            continue;
+          }
+          out.expect_guards_intact();
+          auto at = [&](int64_t plane, int64_t h, int64_t c) {
+            const float v = full[static_cast<size_t>((plane * g.out_h + h) * g.out_w + c)];
+            return relu && v < 0.0f ? 0.0f : v;
+          };
+          int64_t reported = 0;
+          for (int64_t p = 0; p < planes; ++p)
+            for (int64_t i = 0; i < ph; ++i)
+              for (int64_t j = 0; j < pw; ++j) {
+                const float want = pick(pick(at(p, 2 * i, 2 * j), at(p, 2 * i, 2 * j + 1)),
+                                        pick(at(p, 2 * i + 1, 2 * j), at(p, 2 * i + 1, 2 * j + 1)));
+                const float got = out.data()[(p * ph + i) * pw + j];
+                if (std::memcmp(&got, &want, sizeof(float)) != 0 && reported++ < 5)
+                  ADD_FAILURE() << "plane " << p << " window (" << i << ", " << j << "): got "
+                                << got << ", want " << want;
+              }
+        }
+        return ran;
+      });
 }
 
 TEST(ConvDirect, OutputsLargerThanTheStagingBudgetAreSplitByChannels) {

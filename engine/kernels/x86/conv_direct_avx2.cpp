@@ -2,10 +2,13 @@
 // per vector. The register blocks keep 8 to 12 accumulators (two FMAs per
 // cycle of 4 cycles' latency need 8) and leave the 16 registers room for the
 // input vectors and one broadcast weight: a 4 x 3 block, one register short,
-// spills and runs a third slower.
+// spills and runs a third slower. The level also has the Winograd F(2x2,
+// 3x3) kernel (conv_winograd.h): at 8 lanes, where the direct blocks run
+// the digits net's 16 -> 32 channel layer at about 80% of the FMA peak, its
+// 2.25 times fewer products run that layer 1.8 times faster.
 #include <immintrin.h>
 
-#include "engine/kernels/x86/conv_direct_kernel.h"
+#include "engine/kernels/x86/conv_winograd_kernel.h"
 
 namespace samba::ops::detail {
 
@@ -19,6 +22,8 @@ struct ConvVec256 {
   static V loadu(const float* p) { return _mm256_loadu_ps(p); }
   static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   // a > b ? a : b, so b where either is NaN.
   static V max(V a, V b) { return _mm256_max_ps(a, b); }
   // 2x2 max pooling's rule: `later` where it is larger or NaN, else `earlier`.
@@ -67,11 +72,14 @@ struct ConvVec256 {
 using Level = DirectConvLevel<ConvVec256, 2, 6, DirectConvBlock{1, 12}, DirectConvBlock{2, 4},
                               DirectConvBlock{2, 6}, DirectConvBlock{3, 4},
                               DirectConvBlock{6, 16, true}, DirectConvBlock{12, 8, true}>;
+// Winograd's products: 3 tiles by 4 vectors of output channels, 6 by 2 or
+// 12 by 1 (12 accumulators, the U vectors and one broadcast V value).
+using Winograd = WinogradConv<ConvVec256, 3, 6, 12>;
 
 }  // namespace
 
 const ConvDirectKernels& conv_direct_kernels_avx2() {
-  static const ConvDirectKernels k = Level::table(IsaLevel::Avx2);
+  static const ConvDirectKernels k = Level::table(IsaLevel::Avx2, &Winograd::image);
   return k;
 }
 

@@ -384,15 +384,17 @@ struct DirectConvLevel {
   }
 
   // Aggregate-initialized: no constructor of the shared struct is emitted
-  // with this level's instructions.
-  static ConvDirectKernels table(IsaLevel level) {
+  // with this level's instructions. `winograd`: the level's Winograd kernel,
+  // if it has one.
+  static ConvDirectKernels table(IsaLevel level, bool (*winograd)(const WinogradImage&) = nullptr) {
     return ConvDirectKernels{level,
                              Vec::kLanes,
                              kBlocks,
                              static_cast<int>(sizeof...(Bs)),
                              &image,
                              &DirectConv<Vec>::copy_rows,
-                             &DirectConv<Vec>::template weight_grad<GradOB, GradRB>};
+                             &DirectConv<Vec>::template weight_grad<GradOB, GradRB>,
+                             winograd};
   }
 };
 
