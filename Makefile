@@ -27,8 +27,10 @@ PREFIX     ?= /usr/local
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 CTEST_ARGS ?=
 PEERS_ARGS ?=
-# Sanitizer builds: -O1 keeps them fast enough to run the whole suite; -g1
-# gives stack traces with lines at a fraction of the cost of full debug info.
+# Sanitizer builds: -O1 keeps them fast enough to run the whole suite (but
+# for the engine's files outside its kernels, which CMakeLists.txt builds at
+# -O0 to halve the build: docs/testing.md); -g1 gives stack traces with lines
+# at a fraction of the cost of full debug info.
 FUZZ_SECONDS    ?= 600
 FUZZ_CI_SECONDS ?= 45
 FUZZ_CI_SEED    ?= 1

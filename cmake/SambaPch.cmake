@@ -18,12 +18,21 @@ set(SAMBA_PCH_HEADERS
   <memory> <mutex> <optional> <span> <string> <string_view> <unordered_map> <unordered_set>
   <utility> <vector> <Eigen/Core> <fmt/format.h>)
 
+# clang writes the headers' timestamps into a precompiled header, which
+# would make every ccache hit of a file built with it a miss.
+function(samba_pch_ccache target)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE "SHELL:-Xclang -fno-pch-timestamp")
+  endif()
+endfunction()
+
 # samba_pch_engine(target [skipped sources...])
 function(samba_pch_engine target)
   if(NOT SAMBA_PCH)
     return()
   endif()
   target_precompile_headers(${target} PRIVATE ${SAMBA_PCH_HEADERS})
+  samba_pch_ccache(${target})
   if(ARGN)
     set_source_files_properties(${ARGN} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
@@ -43,4 +52,5 @@ function(samba_pch_test target)
   else()
     target_precompile_headers(${target} REUSE_FROM ${_first})
   endif()
+  samba_pch_ccache(${target})
 endfunction()
