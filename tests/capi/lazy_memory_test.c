@@ -7,18 +7,8 @@
 
 #include "capi_test_util.h"
 
-/* Built under ASan or TSan: GCC defines __SANITIZE_*__, clang answers
-   __has_feature (as engine/core/sanitizers.h does for the engine). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+/* SAMBA_ASAN, SAMBA_TSAN: plain preprocessor, so C includes it too. */
+#include "../../engine/core/sanitizers.h"
 
 #define LAYERS 8
 
@@ -98,7 +88,7 @@ int main(void) {
   }
   peak = peak_rss_kb();
   printf("lazy_memory_test: 4 GiB of parameters compiled with a peak RSS of %.1f MiB\n", (double)peak / 1024.0);
-#if SANITIZED
+#if SAMBA_ASAN || SAMBA_TSAN
   /* The sanitizer's shadow memory and quarantine count towards the RSS, and
      so does the instrumented library's code. */
   CHECK(peak > 0);
