@@ -38,17 +38,20 @@ function(samba_pch_engine target)
   endif()
 endfunction()
 
-# samba_pch_test(target): the first test target given makes the precompiled
-# header (with GoogleTest's header added); every later one reuses it. Targets
-# must share its compile flags and definitions.
+# samba_pch_test(target [group]): the first test target of a group makes its
+# precompiled header (with GoogleTest's header added); every later one of the
+# group reuses it. A group's targets must share its compile flags and
+# definitions: the sanitizer trees' tests built at -O0 are one group, those
+# at the tree's -O1 another (tests/CMakeLists.txt).
 function(samba_pch_test target)
   if(NOT SAMBA_PCH)
     return()
   endif()
-  get_property(_first GLOBAL PROPERTY SAMBA_PCH_TEST_OWNER)
+  set(_owner_property SAMBA_PCH_TEST_OWNER${ARGN})
+  get_property(_first GLOBAL PROPERTY ${_owner_property})
   if(NOT _first)
     target_precompile_headers(${target} PRIVATE ${SAMBA_PCH_HEADERS} <gtest/gtest.h>)
-    set_property(GLOBAL PROPERTY SAMBA_PCH_TEST_OWNER ${target})
+    set_property(GLOBAL PROPERTY ${_owner_property} ${target})
   else()
     target_precompile_headers(${target} REUSE_FROM ${_first})
   endif()
